@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages qlm builds with. Idempotent: installs only what is missing.
+# Usage: scripts/setup.sh            (needs root or sudo for apt-get)
+set -euo pipefail
+
+packages=(
+  g++ cmake make ninja-build pkg-config
+  nlohmann-json3-dev libcli11-dev libfmt-dev libre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

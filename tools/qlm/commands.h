@@ -1,0 +1,14 @@
+// Subcommand registration. A subcommand file defines one `register_<name>_command(CLI::App&)` and
+// adds one line to register_all_commands (commands.cc). Handlers run inside app.parse via
+// callbacks and throw qlm::Error on failure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace qlm::cli {
+
+void register_all_commands(CLI::App& app);
+
+void register_version_command(CLI::App& app);
+
+}  // namespace qlm::cli
