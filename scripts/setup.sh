@@ -22,7 +22,13 @@ fi
 
 echo "setup: installing ${missing[*]}"
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "setup: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
+    exit 1
+  fi
+  SUDO="sudo"
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
