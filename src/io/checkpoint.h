@@ -2,7 +2,9 @@
 // model.safetensors.index.json (rules S1-S6 of shared/reference/RELIABILITY.md §B.2).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -11,6 +13,24 @@
 #include "io/safetensors.h"
 
 namespace qlm::io {
+
+inline constexpr std::string_view kIndexFileName = "model.safetensors.index.json";
+inline constexpr std::string_view kSingleFileName = "model.safetensors";
+inline constexpr uint64_t kMaxIndexBytes = 100'000'000;
+
+// The parsed model.safetensors.index.json.
+struct CheckpointIndex {
+  // tensor name -> shard file name, sorted by tensor name. Shard names have passed the syntactic
+  // part of S2 (plain relative file names).
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  std::optional<uint64_t> total_size;  // metadata.total_size when it is a non-negative integer
+  std::vector<std::string> warnings;   // e.g. a malformed metadata.total_size
+};
+
+// Parses and validates index JSON text (no file access, so it can be fuzzed). `source` names the
+// index in errors: "checkpoint.index_json", "checkpoint.duplicate_key", "checkpoint.too_deep",
+// "checkpoint.weight_map", "checkpoint.shard_path".
+CheckpointIndex parse_index_json(std::string_view text, const std::string& source);
 
 class Checkpoint {
  public:
