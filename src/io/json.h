@@ -15,12 +15,15 @@
 
 namespace qlm::io {
 
-inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int kMaxJsonDepth = 64;  // nested objects/arrays; the root container is level 1
+inline constexpr uint64_t kMaxJsonFileBytes = 256ull << 20;
 
 // Parses `text`; throws qlm::Error "json.parse" (with the byte position), "json.duplicate_key"
-// (naming the key and its object path) or "json.too_deep". `source` names the file in errors.
+// (naming the key and its object path), "json.too_deep", or "json.number_range" (a number that
+// does not fit a double, such as 1e400). `source` names the file in errors. Never recurses, so
+// no input can exhaust the stack.
 nlohmann::json parse_json_strict(std::string_view text, const std::string& source);
-// Reads and parses a file; "json.read" if it cannot be read.
+// Reads and parses a file; "json.read" if it cannot be read or exceeds kMaxJsonFileBytes.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // Typed, non-coercing view of a JSON object. Keeps the document alive.
@@ -34,15 +37,17 @@ class JsonView {
 
   bool has(std::string_view key) const;
   bool is_null(std::string_view key) const;  // present with value null
-  std::vector<std::string> keys() const;     // in document order
+  // Sorted by key: nlohmann::json keeps object members in a std::map, so document order is lost.
+  std::vector<std::string> keys() const;
   const std::string& source() const { return source_; }
   const std::string& path() const { return path_; }
   std::string key_path(std::string_view key) const;  // "quantization_config.bits"
   const nlohmann::json& json() const { return *node_; }
   const nlohmann::json& at(std::string_view key) const;  // "config.missing_key" if absent
 
-  // Required fields: "config.missing_key" when absent, "config.type" when of another type.
-  // get_int accepts only JSON integers; get_number accepts integers and floats.
+  // Required fields: "config.missing_key" when absent, "config.type" when of another type (null
+  // included). get_int accepts only JSON integers ("config.value" if beyond int64); get_number
+  // accepts integers and floats. List accessors name the offending element ("key[2]").
   int64_t get_int(std::string_view key) const;
   double get_number(std::string_view key) const;
   bool get_bool(std::string_view key) const;
