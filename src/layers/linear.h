@@ -71,6 +71,9 @@ class LinearLayer {
   // process_weights_after_loading. Errors name the layer and the unwritten params.
   void finalize();
   bool finalized() const { return finalized_; }
+  // Descriptions of the non-optional (or partly written optional) params not fully written;
+  // empty when the layer is complete. finalize() throws "loader.incomplete" with this list.
+  std::vector<std::string> incomplete_params() const;
 
   // y[M, N_p] (or [M, N] for row-parallel after the reduction) = x · W + bias.
   Tensor forward(const Tensor& x);
@@ -86,6 +89,11 @@ class LinearLayer {
   void load_column_part(Parameter& p, const Tensor& full, int64_t part_offset, int64_t part_size,
                         int64_t src_index, const std::string& source);
   void load_fused_whole(Parameter& p, const Tensor& full, const std::string& source);
+  void load_split_part(Parameter& p, const Tensor& full, ShardId shard, const std::string& source);
+  int64_t disk_units(const Parameter& p, int64_t logical, const std::string& source) const;
+  void check_output_extent(const Parameter& p, const Tensor& full, int64_t logical, const std::string& source) const;
+  void check_partitions() const;
+  Tensor bias_f32_;  // the bias converted once in finalize()
   LinearSpec spec_;
   QuantContext ctx_;
   TpContext tp_;

@@ -102,6 +102,9 @@ class Parameter {
   // g_idx once per shard).
   void record_write(int dim, int64_t begin, int64_t end, const Tensor& dst_view, const Tensor& src,
                     const std::string& source);
+  // Converts (dtype rule), checks the shape, records and copies `src` into [begin, end) along `dim`.
+  void write_region(int dim, int64_t begin, int64_t end, const Tensor& src, const std::string& source);
+  Tensor convert_source(const Tensor& src, const std::string& source) const;
   std::string name_;
   ParamKind kind_ = ParamKind::Weight;
   Shape shape_;
