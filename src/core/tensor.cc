@@ -48,9 +48,13 @@ std::string shape_str(const Shape& shape) {
 }
 
 int64_t shape_numel(const Shape& shape) {
+  for (int64_t d : shape)
+    if (d < 0) fail("tensor.shape", {}, "", "negative dimension in shape {}", shape_str(shape));
+  // An empty tensor has no elements, however large its other dims (legal in safetensors).
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) fail("tensor.shape", {}, "", "negative dimension in shape {}", shape_str(shape));
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
       fail("tensor.shape", {}, "", "element count of shape {} overflows int64", shape_str(shape));
     n *= d;

@@ -63,6 +63,9 @@ std::variant<nlohmann::json, JsonFailure> parse_guarded_json(std::string_view te
     }
     return true;
   };
+  // nlohmann's lexer takes a NUL byte for the end of input and would accept "{}\0garbage".
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return JsonFailure{JsonFailure::Kind::syntax, "NUL byte at offset " + std::to_string(nul), "", nul + 1};
   try {
     return nlohmann::json::parse(text.begin(), text.end(), guard, /*allow_exceptions=*/true,
                                  /*ignore_comments=*/false);
