@@ -1,0 +1,52 @@
+// The cpu_fast layout of WNA16 weights, shared by GPTQ, AWQ and compressed-tensors (all arrive in
+// the standard form) and by every ISA.
+//
+// Rows are reordered by group (act-order: g_idx sorted, ties in input order) and each group is
+// padded to a whole number of 32-bit words; packed row r reads input column row_source[r]
+// (-1: padding, whose activation is 0). Columns are cut into tiles of kTileN.
+//   codes   [tiles][words][kTileN] u32: word w of column c holds packed rows w*F .. w*F+F-1,
+//           field j in bits [j*SB, (j+1)*SB), SB = storage bits (3-bit codes are stored in 4),
+//           F = 32 / SB. One tile's words are contiguous, so a tile streams sequentially.
+//   scales  [tiles][groups][kTileN] f32: 2^SB * s.
+//   offsets [tiles][groups][kTileN] f32: -s * (2^SB + z); only with zero points, otherwise
+//           offset = sym_offset_factor * scale with the format's implied zero.
+// Decoding: f = as_float(0x3F800000 | code << (23 - SB)) = 1 + code / 2^SB exactly, and
+//   W[k, n] = f * scale + offset = s * (code - z).
+// Padded columns (n >= N) have code 0, scale 0 and offset 0.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/aligned_buffer.h"
+#include "quant/wna16_weights.h"
+
+namespace qlm {
+
+inline constexpr int kTileN = 32;
+
+struct PackedWna16 {
+  int bits = 4;         // code bits of the format
+  int storage_bits = 4; // SB: 2, 4 or 8
+  int fields = 8;       // F = 32 / SB packed rows per word
+  int64_t K = 0, N = 0;
+  int64_t rows = 0;     // packed rows (K plus group padding) = words * F
+  int64_t words = 0;
+  int64_t tiles = 0;    // ceil(N / kTileN)
+  int64_t groups = 0;
+  bool has_offsets = false;
+  float sym_offset_factor = 0;  // -(2^SB + bias) / 2^SB
+  AlignedBuffer<uint32_t> codes;
+  AlignedBuffer<float> scales;
+  AlignedBuffer<float> offsets;
+  std::vector<int64_t> group_words;  // [groups + 1]: group g owns words [group_words[g], group_words[g+1])
+  std::vector<int32_t> word_group;   // [words]
+  std::vector<int32_t> row_source;   // [rows]; empty when packed row r is input column r for all r (rows == K)
+
+  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + offsets.bytes(); }
+};
+
+// Repacks checked standard-form weights (any bits 2/3/4/8, zero points, g_idx).
+PackedWna16 pack_wna16(const WNA16Weights& w);
+
+}  // namespace qlm

@@ -1,0 +1,27 @@
+// Reading the WNA16 standard form (quant/wna16_weights.h) element by element. Independent of the
+// packing library so that the reference kernel and the repackers check the layout themselves.
+#pragma once
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "quant/wna16_weights.h"
+
+namespace qlm {
+
+// Code of row k, column n of a GPTQ-layout qweight [ceil(K*bits/32), N]: the bits of column n form
+// one little-endian bit stream along K, field k at bit k*bits (3-bit fields straddle words).
+inline uint32_t wna16_code(const int32_t* qweight, int64_t N, int64_t k, int64_t n, int bits) {
+  int64_t bit = k * bits;
+  int64_t word = bit >> 5;
+  int shift = static_cast<int>(bit & 31);
+  uint64_t lo = static_cast<uint32_t>(qweight[word * N + n]);
+  if (shift + bits > 32) lo |= static_cast<uint64_t>(static_cast<uint32_t>(qweight[(word + 1) * N + n])) << 32;
+  return static_cast<uint32_t>(lo >> shift) & ((1u << bits) - 1u);
+}
+
+// Checks shapes and dtypes of `w` against its own K, N, bits and group size; throws
+// `kernel.weights` naming the offending tensor.
+void check_wna16_weights(const WNA16Weights& w);
+
+}  // namespace qlm
