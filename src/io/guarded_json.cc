@@ -73,6 +73,9 @@ std::variant<nlohmann::json, JsonFailure> parse_guarded_json(std::string_view te
     return violation.failure;
   } catch (const nlohmann::json::parse_error& e) {
     return JsonFailure{JsonFailure::Kind::syntax, e.what(), "", e.byte};
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range 406: a number too large for a double (1e400).
+    return JsonFailure{JsonFailure::Kind::syntax, e.what(), "", 0};
   }
 }
 

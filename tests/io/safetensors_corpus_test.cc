@@ -107,6 +107,7 @@ TEST(SafetensorsCorpus, Item07_Shape) {
   EXPECT_QLM_ERROR(parse(with_shape("[2,281474976710656]")), "safetensors.shape", "shape[1] = 281474976710656 exceeds");
   EXPECT_QLM_ERROR(parse(with_shape("[18446744073709551616]")), "safetensors.shape", "found float");  // > u64
   EXPECT_QLM_ERROR(parse(with_shape(R"(["2"])")), "safetensors.shape", "found string \"2\"");
+  EXPECT_QLM_ERROR(parse(with_shape("[1e400]")), "safetensors.json", "number overflow");  // found by fuzzing
   EXPECT_QLM_ERROR(parse(with_shape("[[2]]")), "safetensors.shape", "found array [2]");
   EXPECT_QLM_ERROR(parse(with_shape("[true]")), "safetensors.shape", "found boolean");
   EXPECT_QLM_ERROR(parse(with_shape("2")), "safetensors.shape", "shape must be an array");
