@@ -11,6 +11,7 @@ void register_version_command(CLI::App& app) {
 
 void register_all_commands(CLI::App& app) {
   register_version_command(app);
+  register_inspect_command(app);
 }
 
 }  // namespace qlm::cli

@@ -10,5 +10,6 @@ namespace qlm::cli {
 void register_all_commands(CLI::App& app);
 
 void register_version_command(CLI::App& app);
+void register_inspect_command(CLI::App& app);  // inspect.cc
 
 }  // namespace qlm::cli
