@@ -5,8 +5,8 @@
 //
 // Two paths:
 //   GEMV (M <= V::kGemvMaxM): each thread streams whole column tiles once; codes are decoded in
-//     registers (shift + mask-or -> 1 + code/2^SB) and FMA'd into per-group accumulators that are
-//     folded into y with the group's scale and offset via per-row group sums of x.
+//     registers (shift + mask-or -> f = 1 + code/2^SB) and FMA'd into per-group accumulators A;
+//     y += scale * (A - zero * X_g) with X_g the group's sum of x.
 //   GEMM: x is packed into row panels once; for each block of column tiles and each K slice the
 //     weights are dequantized once into an f32 panel in L1/L2 and reused by a register-blocked
 //     kMR x 32 FMA microkernel across all M rows.
@@ -67,7 +67,7 @@ inline void store_cols(float* dst, VF v, const float* bias, int cols) {
 // ---------------------------------------------------------------- WNA16 GEMV
 
 // Rows r of xg are R consecutive activation rows (row stride ldx, packed-row order); xs holds their
-// group sums (stride ldxs) already multiplied by the offset factor when there are no offsets.
+// group sums (stride ldxs), already multiplied by sym_zero when there are no zero points.
 template <int SB, int R>
 void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t ldx, const float* xs, int64_t ldxs,
                      float* y, int64_t ldy, const float* bias) {
@@ -78,7 +78,7 @@ void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t l
     const int col0 = slab * kSlabCols;
     const uint32_t* codes = p.codes.data() + t * p.words * kTileN + col0;
     const float* sc = p.scales.data() + t * p.groups * kTileN + col0;
-    const float* of = p.has_offsets ? p.offsets.data() + t * p.groups * kTileN + col0 : nullptr;
+    const float* zf = p.has_zeros ? p.zeros.data() + t * p.groups * kTileN + col0 : nullptr;
     VF yacc[R][kCV];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kCV; ++v) yacc[r][v] = V::zero();
@@ -105,12 +105,8 @@ void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t l
         for (int v = 0; v < kCV; ++v) {
           const VF a = S == 2 ? V::add(acc[r][v][0], acc[r][v][S - 1]) : acc[r][v][0];
           const VF scale = V::load(sc + g * kTileN + v * kLanes);
-          if (of) {
-            yacc[r][v] = V::fma(scale, a, yacc[r][v]);
-            yacc[r][v] = V::fma(V::load(of + g * kTileN + v * kLanes), sum, yacc[r][v]);
-          } else {
-            yacc[r][v] = V::fma(scale, V::add(a, sum), yacc[r][v]);
-          }
+          const VF centred = zf ? V::fnma(V::load(zf + g * kTileN + v * kLanes), sum, a) : V::sub(a, sum);
+          yacc[r][v] = V::fma(scale, centred, yacc[r][v]);
         }
       }
     }
@@ -208,19 +204,19 @@ template <int SB>
 const float* wna16_panel(const PackedWna16& p, int64_t t, int64_t pc, int64_t kc, float* out) {
   constexpr int F = 32 / SB;
   const VI mask = field_mask<SB>(), magic = float_one();
-  const VF factor = V::set1(p.sym_offset_factor);
+  const VF sym_zero = V::set1(p.sym_zero);
   const int64_t w0 = pc / F, w1 = (pc + kc) / F;
   const uint32_t* codes = p.codes.data() + t * p.words * kTileN;
   int64_t group = -1;
-  VF sc[kTileVecs], of[kTileVecs];
-  for (int v = 0; v < kTileVecs; ++v) sc[v] = of[v] = V::zero();
+  VF sc[kTileVecs], zf[kTileVecs];
+  for (int v = 0; v < kTileVecs; ++v) sc[v] = zf[v] = V::zero();
   for (int64_t w = w0; w < w1; ++w) {
     if (p.word_group[w] != group) {
       group = p.word_group[w];
       const int64_t base = (t * p.groups + group) * kTileN;
       for (int v = 0; v < kTileVecs; ++v) {
         sc[v] = V::load(p.scales.data() + base + v * kLanes);
-        of[v] = p.has_offsets ? V::load(p.offsets.data() + base + v * kLanes) : V::mul(sc[v], factor);
+        zf[v] = p.has_zeros ? V::load(p.zeros.data() + base + v * kLanes) : sym_zero;
       }
     }
     VI c[kTileVecs];
@@ -228,7 +224,7 @@ const float* wna16_panel(const PackedWna16& p, int64_t t, int64_t pc, int64_t kc
     float* dst = out + (w - w0) * F * kTileN;
     static_for<F>([&](auto J) {
       for (int v = 0; v < kTileVecs; ++v)
-        V::store(dst + J * kTileN + v * kLanes, V::fma(decode_field<SB, J>(c[v], mask, magic), sc[v], of[v]));
+        V::store(dst + J * kTileN + v * kLanes, V::mul(V::sub(decode_field<SB, J>(c[v], mask, magic), zf[v]), sc[v]));
     });
   }
   return out;
@@ -250,7 +246,7 @@ void wna16_run_sb(const PackedWna16& p, const float* x, int64_t M, float* y, con
       ldx = p.rows;
     }
     float* sums = sbuf.reserve(static_cast<size_t>(M * p.groups));
-    group_sums(xg, M, ldx, p.group_words.data(), p.groups, 32 / SB, p.has_offsets ? 1.0f : p.sym_offset_factor,
+    group_sums(xg, M, ldx, p.group_words.data(), p.groups, 32 / SB, p.has_zeros ? 1.0f : p.sym_zero,
                sums);
     pool.parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) wna16_gemv_rows<SB>(p, t, xg, ldx, sums, M, y, bias);

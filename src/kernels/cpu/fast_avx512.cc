@@ -49,6 +49,8 @@ struct V {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a*b
   static I loadi(const uint32_t* p) { return _mm512_loadu_si512(p); }
   static I set1i(uint32_t u) { return _mm512_set1_epi32(static_cast<int>(u)); }
   template <int S>

@@ -17,9 +17,9 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
   p.N = w.N;
   p.groups = w.num_groups();
   p.tiles = (w.N + kTileN - 1) / kTileN;
-  p.has_offsets = w.zeros.defined();
+  p.has_zeros = w.zeros.defined();
   const double two_sb = static_cast<double>(1 << p.storage_bits);
-  p.sym_offset_factor = static_cast<float>(-(two_sb + w.weight_type.bias) / two_sb);  // exact: few bits
+  p.sym_zero = static_cast<float>(1.0 + w.weight_type.bias / two_sb);  // exact: at most 9 bits
 
   // Rows grouped (stable), each group padded to whole words.
   const int32_t* g_idx = w.g_idx.defined() ? w.g_idx.data<int32_t>() : nullptr;
@@ -45,10 +45,10 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
 
   const int32_t* q = w.qweight.data<int32_t>();
   const float* s = w.scales.data<float>();
-  const int32_t* z = p.has_offsets ? w.zeros.data<int32_t>() : nullptr;
+  const int32_t* z = p.has_zeros ? w.zeros.data<int32_t>() : nullptr;
   p.codes.resize(static_cast<size_t>(p.tiles * p.words * kTileN));
   p.scales.resize(static_cast<size_t>(p.tiles * p.groups * kTileN));
-  if (p.has_offsets) p.offsets.resize(p.scales.size());
+  if (p.has_zeros) p.zeros.resize(p.scales.size());
 
   compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -67,13 +67,13 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
       }
       for (int64_t g = 0; g < p.groups; ++g) {
         float* sc = p.scales.data() + (t * p.groups + g) * kTileN;
-        float* of = p.has_offsets ? p.offsets.data() + (t * p.groups + g) * kTileN : nullptr;
+        float* zf = p.has_zeros ? p.zeros.data() + (t * p.groups + g) * kTileN : nullptr;
         for (int c = 0; c < kTileN; ++c) {
           const int64_t n = t * kTileN + c;
           const bool real = n < w.N;
           const double scale = real ? s[g * w.N + n] : 0.0;
           sc[c] = static_cast<float>(scale * two_sb);
-          if (of) of[c] = real ? static_cast<float>(-scale * (two_sb + z[g * w.N + n])) : 0.0f;
+          if (zf) zf[c] = real ? static_cast<float>(1.0 + z[g * w.N + n] / two_sb) : 0.0f;
         }
       }
     }

@@ -7,12 +7,12 @@
 //   codes   [tiles][words][kTileN] u32: word w of column c holds packed rows w*F .. w*F+F-1,
 //           field j in bits [j*SB, (j+1)*SB), SB = storage bits (3-bit codes are stored in 4),
 //           F = 32 / SB. One tile's words are contiguous, so a tile streams sequentially.
-//   scales  [tiles][groups][kTileN] f32: 2^SB * s.
-//   offsets [tiles][groups][kTileN] f32: -s * (2^SB + z); only with zero points, otherwise
-//           offset = sym_offset_factor * scale with the format's implied zero.
+//   scales  [tiles][groups][kTileN] f32: 2^SB * s (exact).
+//   zeros   [tiles][groups][kTileN] f32: 1 + z / 2^SB (exact); only with zero points, otherwise
+//           every entry is sym_zero = 1 + bias / 2^SB (the format's implied zero).
 // Decoding: f = as_float(0x3F800000 | code << (23 - SB)) = 1 + code / 2^SB exactly, and
-//   W[k, n] = f * scale + offset = s * (code - z).
-// Padded columns (n >= N) have code 0, scale 0 and offset 0.
+//   W[k, n] = (f - zero) * scale = s * (code - z), where f - zero is exact: one rounding in all.
+// Padded columns (n >= N) have code 0, scale 0 and zero 0.
 #pragma once
 
 #include <cstdint>
@@ -34,16 +34,16 @@ struct PackedWna16 {
   int64_t words = 0;
   int64_t tiles = 0;    // ceil(N / kTileN)
   int64_t groups = 0;
-  bool has_offsets = false;
-  float sym_offset_factor = 0;  // -(2^SB + bias) / 2^SB
+  bool has_zeros = false;
+  float sym_zero = 0;  // 1 + bias / 2^SB
   AlignedBuffer<uint32_t> codes;
   AlignedBuffer<float> scales;
-  AlignedBuffer<float> offsets;
+  AlignedBuffer<float> zeros;
   std::vector<int64_t> group_words;  // [groups + 1]: group g owns words [group_words[g], group_words[g+1])
   std::vector<int32_t> word_group;   // [words]
   std::vector<int32_t> row_source;   // [rows]; empty when packed row r is input column r for all r (rows == K)
 
-  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + offsets.bytes(); }
+  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes(); }
 };
 
 // Repacks checked standard-form weights (any bits 2/3/4/8, zero points, g_idx).
