@@ -1,0 +1,94 @@
+#include "quant/compressed_tensors/ct_wna16_method.h"
+
+#include "quant/packing.h"
+
+namespace qlm {
+
+CtWNA16LinearMethod::CtWNA16LinearMethod(WNA16Scheme scheme)
+    : WNA16LinearMethod("compressed-tensors", scheme) {}
+
+void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16Geometry& geo) const {
+  const int64_t P = 32 / scheme().bits;
+  if (geo.row_parallel && geo.K_p % P != 0)
+    fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+         "layer {}: weight_packed packs {} input columns per int32 word, but this rank's in_features K_p = {} "
+         "(K = {}, tensor-parallel size {}) is not a multiple of it",
+         layer.prefix(), P, geo.K_p, geo.K, geo.tp_size);
+  // Zero points are packed along N: every fused part must start on a word boundary.
+  const bool split_n = geo.output_partition_sizes.size() > 1 || geo.N_p != geo.N;
+  if (!scheme().symmetric && split_n)
+    for (int64_t part : geo.output_partition_sizes)
+      if (part % P != 0)
+        fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+             "layer {}: weight_zero_point packs {} output rows per int32 word, but an output partition of this rank "
+             "has {} rows (N = {}, tensor-parallel size {})",
+             layer.prefix(), P, part, geo.N, geo.tp_size);
+}
+
+void CtWNA16LinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry& geo) const {
+  const int bits = scheme().bits;
+  const int64_t P = 32 / bits;
+  const PackFactor pf{32, bits};
+  Parameter packed("weight_packed", ParamKind::PackedWeight, {geo.N_p, (geo.K_p + P - 1) / P}, DType::I32);
+  packed.input_dim = 1;
+  packed.output_dim = 0;
+  packed.packed_dim = 1;
+  packed.packed_factor = pf;
+  layer.add_param(std::move(packed));
+
+  Parameter scale("weight_scale", geo.replicate_scales ? ParamKind::ChannelScale : ParamKind::GroupScale,
+                  {geo.N_p, geo.scale_rows}, DType::F32);
+  scale.input_dim = geo.replicate_scales ? -1 : 1;
+  scale.output_dim = 0;
+  layer.add_param(std::move(scale));
+
+  if (!scheme().symmetric) {
+    Parameter zp("weight_zero_point", geo.replicate_scales ? ParamKind::PackedColumn : ParamKind::PackedWeight,
+                 {(geo.N_p + P - 1) / P, geo.scale_rows}, DType::I32);
+    zp.input_dim = geo.replicate_scales ? -1 : 1;
+    zp.output_dim = 0;
+    zp.packed_dim = 0;
+    zp.packed_factor = pf;
+    layer.add_param(std::move(zp));
+  }
+  if (scheme().act_order) {
+    Parameter g_idx("weight_g_idx", ParamKind::RowVector, {geo.K_p}, DType::I32);
+    g_idx.input_dim = 0;
+    layer.add_param(std::move(g_idx));
+  }
+  Parameter shape("weight_shape", ParamKind::Replicated, {2}, DType::I64);
+  layer.add_param(std::move(shape));
+}
+
+WNA16Weights CtWNA16LinearMethod::to_standard_form(LinearLayer& layer, const WNA16Geometry& geo) const {
+  const WNA16Scheme& s = scheme();
+  const std::string& name = layer.prefix();
+  // weight_shape names the unpartitioned [N, K] of one logical matrix; for fused layers each part
+  // writes its own N, so only K can be checked against the layer.
+  const Tensor& shape = layer.param("weight_shape").data();
+  const int64_t shape_n = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{0}));
+  const int64_t shape_k = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{1}));
+  const bool fused = geo.output_partition_sizes.size() > 1;
+  if (shape_k != geo.K || (!fused && shape_n != geo.N))
+    fail("weights.shape", {.tensor = "weight_shape", .layer = name},
+         "the checkpoint does not match config.json (hidden/intermediate sizes)",
+         "weight_shape is [{}, {}] but layer {} is [N = {}, K = {}]", shape_n, shape_k, name, geo.N, geo.K);
+
+  WNA16Weights w;
+  w.weight_type = s.weight_type();
+  w.K = geo.K_p;
+  w.N = geo.N_p;
+  w.group_size = geo.group_rows;
+  // [N_p, K_p] codes -> GPTQ layout [K_p*b/32, N_p]; symmetric codes keep their +2^(b-1) offset,
+  // which is exactly the type bias.
+  const std::vector<uint8_t> codes = unpack_cols(layer.param("weight_packed").data(), geo.K_p, s.bits);
+  w.qweight = pack_rows(transpose_codes(codes, geo.N_p, geo.K_p), geo.K_p, geo.N_p, s.bits);
+  w.scales = transpose_f32(layer.param("weight_scale").data());
+  if (!s.symmetric) {
+    const std::vector<uint8_t> z = unpack_rows(layer.param("weight_zero_point").data(), geo.N_p, s.bits);
+    w.zeros = codes_to_i32(transpose_codes(z, geo.N_p, geo.scale_rows), geo.scale_rows, geo.N_p);
+  }
+  return w;
+}
+
+}  // namespace qlm
