@@ -163,9 +163,10 @@ void LinearLayer::check_partitions() const {
       const PackFactor& f = p.packed_factor;
       if (p.packed_dim == p.input_dim && spec_.kind == LinearKind::Row && T > 1 && !f.divides(K_p_)) {
         std::string ok;
-        for (int t : {1, 2, 4, 8})
-          if (spec_.input_size % t == 0 && f.divides(spec_.input_size / t)) ok += fmt::format("{}{}", ok.empty() ? "" : ", ", t);
-        fail("layer.packed_split", {.file = {}, .tensor = {}, .layer = prefix()}, fmt::format("use tp {}", ok.empty() ? "1" : ok),
+        for (int t : {1, 2, 4, 8})  // tp 1 never splits K
+          if (t == 1 || (spec_.input_size % t == 0 && f.divides(spec_.input_size / t)))
+            ok += fmt::format("{}{}", ok.empty() ? "" : " or ", t);
+        fail("layer.packed_split", {.file = {}, .tensor = {}, .layer = prefix()}, fmt::format("use tp {}", ok),
              "parameter '{}': K per rank {} is not a multiple of {} for {}-bit packing, so the tensor-parallel "
              "split would cut a packed word",
              pname, K_p_, packing_granule(f), field_bits(f));
