@@ -12,6 +12,7 @@ void register_version_command(CLI::App& app) {
 void register_all_commands(CLI::App& app) {
   register_version_command(app);
   register_inspect_command(app);
+  register_bench_linear_command(app);
 }
 
 }  // namespace qlm::cli

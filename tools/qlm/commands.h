@@ -11,5 +11,6 @@ void register_all_commands(CLI::App& app);
 
 void register_version_command(CLI::App& app);
 void register_inspect_command(CLI::App& app);  // inspect.cc
+void register_bench_linear_command(CLI::App& app);  // bench_linear.cc
 
 }  // namespace qlm::cli

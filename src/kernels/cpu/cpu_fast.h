@@ -15,6 +15,9 @@ struct CpuFastOps {
   // y[M, N] = x[M, K] · W (+ bias). x, y row-major f32; y is fully written.
   void (*wna16)(const PackedWna16& w, const float* x, int64_t M, float* y, const float* bias, ThreadPool& pool);
   void (*dense)(const PackedDense& w, const float* x, int64_t M, float* y, const float* bias, ThreadPool& pool);
+  // Sum of data[0, count) with full-width loads: the STREAM-like read kernel that measures the
+  // memory bandwidth the weight streams are compared against.
+  float (*read_sum)(const float* data, size_t count);
 };
 
 // nullptr when the ISA is not compiled in (non-x86 builds). Callers check cpu_features() first.

@@ -41,6 +41,9 @@ constexpr int kSlabs = kTileN / kSlabCols;          // slabs per tile
 constexpr int kTileVecs = kTileN / kLanes;          // vectors per tile row
 static_assert(kTileN % kSlabCols == 0);
 
+// Software prefetch distance along a tile's code stream (words of kTileN u32 = 128 bytes each).
+constexpr int64_t kPrefetchWords = 32;
+
 inline int clamp_cols(int64_t n) { return n < 0 ? 0 : (n > kLanes ? kLanes : static_cast<int>(n)); }
 
 // Decodes field J of every lane into 1 + code / 2^SB.
@@ -89,6 +92,7 @@ void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t l
           for (int s = 0; s < S; ++s) acc[r][v][s] = V::zero();
       const int64_t w_end = p.group_words[g + 1];
       for (int64_t w = p.group_words[g]; w < w_end; ++w) {
+        __builtin_prefetch(codes + (w + kPrefetchWords) * kTileN, 0, 0);
         VI c[kCV];
         for (int v = 0; v < kCV; ++v) c[v] = V::loadi(codes + w * kTileN + v * kLanes);
         const float* xw = xg + w * F;
@@ -172,13 +176,15 @@ constexpr auto kMicro = micro_table(std::make_integer_sequence<int, V::kMR>{});
 template <class Panel>
 void gemm(int64_t M, int64_t rows, int64_t N, int64_t tiles, const float* ap, const Panel& panel, float* y,
           const float* bias, ThreadPool& pool) {
-  constexpr int64_t kTilesPerBlock = 4;
-  const int64_t blocks = (tiles + kTilesPerBlock - 1) / kTilesPerBlock;
+  // With many rows, a block of tiles shares each K slice of x from L2; with few, one tile per task
+  // keeps every thread's weight stream sequential.
+  const int64_t tiles_per_block = M > 4 * V::kMR ? 4 : 1;
+  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   pool.run(blocks, [&](int64_t blk) {
     thread_local AlignedBuffer<float> scratch;
-    float* bp = scratch.reserve(kTilesPerBlock * V::kKC * kTileN);
-    const int64_t t0 = blk * kTilesPerBlock;
-    const int64_t t1 = t0 + kTilesPerBlock < tiles ? t0 + kTilesPerBlock : tiles;
+    float* bp = scratch.reserve(4 * V::kKC * kTileN);
+    const int64_t t0 = blk * tiles_per_block;
+    const int64_t t1 = t0 + tiles_per_block < tiles ? t0 + tiles_per_block : tiles;
     for (int64_t pc = 0; pc < rows; pc += V::kKC) {
       const int64_t kc = rows - pc < V::kKC ? rows - pc : V::kKC;
       const bool last = pc + kc >= rows;
@@ -211,6 +217,8 @@ const float* wna16_panel(const PackedWna16& p, int64_t t, int64_t pc, int64_t kc
   VF sc[kTileVecs], zf[kTileVecs];
   for (int v = 0; v < kTileVecs; ++v) sc[v] = zf[v] = V::zero();
   for (int64_t w = w0; w < w1; ++w) {
+    __builtin_prefetch(codes + (w + kPrefetchWords) * kTileN, 0, 0);
+    __builtin_prefetch(codes + (w + kPrefetchWords) * kTileN + 16, 0, 0);
     if (p.word_group[w] != group) {
       group = p.word_group[w];
       const int64_t base = (t * p.groups + group) * kTileN;
@@ -268,6 +276,22 @@ void wna16_run(const PackedWna16& p, const float* x, int64_t M, float* y, const 
     case 8: return wna16_run_sb<8>(p, x, M, y, bias, pool);
   }
   QLM_CHECK(false && "storage bits");
+}
+
+// ---------------------------------------------------------------- memory read
+
+float read_sum(const float* data, size_t count) {
+  constexpr size_t kStep = 4 * kLanes;
+  VF acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep)
+    for (int u = 0; u < 4; ++u) acc[u] = V::add(acc[u], V::load(data + i + u * kLanes));
+  alignas(64) float lanes[kLanes];
+  V::store(lanes, V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += lanes[l];
+  for (; i < count; ++i) s += data[i];
+  return s;
 }
 
 // ---------------------------------------------------------------- dense

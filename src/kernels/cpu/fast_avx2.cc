@@ -75,7 +75,7 @@ struct V {
 
 namespace qlm {
 namespace {
-const CpuFastOps kOps{"avx2", &wna16_run, &dense_run};
+const CpuFastOps kOps{"avx2", &wna16_run, &dense_run, &read_sum};
 }  // namespace
 }  // namespace qlm
 

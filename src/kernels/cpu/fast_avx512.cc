@@ -36,7 +36,7 @@ struct V {
   static constexpr int kMR = 14;       // microkernel rows: 28 accumulators of 32 registers
   static constexpr int64_t kKC = 128;  // K slice: a 128 x 32 f32 weight panel (16 KiB) stays in L1
   static constexpr int kGemvRows = 4;  // rows per GEMV pass
-  static constexpr int kGemvMaxM = 4;  // up to this M the weights are decoded in registers
+  static constexpr int kGemvMaxM = 8;  // up to this M the weights are decoded in registers
 
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static F zero() { return _mm512_setzero_ps(); }
@@ -77,7 +77,7 @@ struct V {
 
 namespace qlm {
 namespace {
-const CpuFastOps kOps{"avx512", &wna16_run, &dense_run};
+const CpuFastOps kOps{"avx512", &wna16_run, &dense_run, &read_sum};
 }  // namespace
 }  // namespace qlm
 
