@@ -129,8 +129,40 @@ TEST(InspectCli, WarnsWhenConfigAndTensorsDisagree) {
   const std::string warnings = j["warnings"].dump();
   EXPECT_TRUE(contains(warnings, "no FP8 weights")) << warnings;
   EXPECT_TRUE(contains(warnings, "GPTQ/AWQ tensors (.qweight, ...) are present but quant_method is")) << warnings;
-  EXPECT_TRUE(contains(warnings, "quantization_config.bits: string \\\"4\\\", but this field is a integer"))
+  EXPECT_TRUE(contains(warnings, "quantization_config.bits: expected integer, found string \\\"4\\\""))
       << warnings;
+}
+
+TEST(InspectCli, SummarizesCompressedTensorsAndModelOptConfigs) {
+  TempDir dir("qlm-inspect");
+  std::ifstream in(kTinyGptq / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["quantization_config"] = nlohmann::json::parse(R"({
+      "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+      "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": null,
+          "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 128}}},
+      "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false},
+      "quantization_status": "compressed"})");
+  copy_tiny_gptq(dir, config.dump());
+  nlohmann::json j = nlohmann::json::parse(run_qlm("inspect --json " + quoted(dir.path())).out);
+  const auto& q = j["quantization"];
+  EXPECT_EQ(q["quant_method"], "compressed-tensors");
+  EXPECT_EQ(q["fields"]["ignore"], nlohmann::json::array({"lm_head"}));
+  EXPECT_EQ(q["fields"]["kv_cache_scheme"], "float8 strategy=tensor dynamic=false");
+  EXPECT_EQ(q["config_groups"]["group_0"]["weights"], "int4 sym strategy=group group_size=128");
+  EXPECT_EQ(q["config_groups"]["group_0"]["input_activations"], "none");
+  EXPECT_EQ(q["other_keys"], nlohmann::json::array({"quantization_status"}));
+
+  config.erase("quantization_config");
+  dir.write("config.json", config.dump());
+  dir.write("hf_quant_config.json", R"({"producer": {"name": "modelopt"},
+      "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}})");
+  j = nlohmann::json::parse(run_qlm("inspect --json " + quoted(dir.path())).out);
+  EXPECT_EQ(j["quantization"]["quant_method"], "modelopt");
+  EXPECT_EQ(j["quantization"]["origins"], nlohmann::json::array({"hf_quant_config.json"}));
+  EXPECT_EQ(j["quantization"]["fields"]["quantization.quant_algo"], "FP8");
+  EXPECT_EQ(j["quantization"]["fields"]["quantization.exclude_modules"], nlohmann::json::array({"lm_head"}));
+  EXPECT_TRUE(contains(j["warnings"].dump(), "no FP8 or packed FP4 weights")) << j["warnings"];
 }
 
 TEST(InspectCli, MissingQuantizationConfigIsAnError) {

@@ -139,11 +139,14 @@ void summarize_object(const io::JsonView& view, const std::string& prefix, Quant
   for (const KnownField& f : kKnownFields) {
     if (!view.has(f.key)) continue;
     const Json& value = view.at(f.key);
-    out.fields[prefix + std::string(f.key)] = value;
+    // A compressed-tensors kv_cache_scheme is QuantizationArgs: one line like the config groups.
+    const bool args_object = f.key == "kv_cache_scheme" && value.is_object();
+    out.fields[prefix + std::string(f.key)] = args_object ? OrderedJson(args_line(value)) : OrderedJson(value);
     seen.emplace_back(f.key);
     if (!matches(value, f.expect))
-      out.warnings.push_back(fmt::format("{}: {} {}, but this field is a {}", view.key_path(f.key),
-                                         io::json_type_name(value), shown(value), expect_name(f.expect)));
+      out.warnings.push_back(fmt::format("{}: expected {}, found {} {} (loading will reject it)",
+                                         view.key_path(f.key), expect_name(f.expect), io::json_type_name(value),
+                                         shown(value)));
   }
   if (view.has("config_groups")) {
     summarize_groups(view.at("config_groups"), out, view.key_path("config_groups"));

@@ -14,7 +14,9 @@
 namespace qlm::cli {
 
 struct QuantSummary {
-  nlohmann::ordered_json fields = nlohmann::ordered_json::object();  // "bits" -> 4, "quantization.quant_algo" -> ...
+  // "bits" -> 4, "quantization.quant_algo" -> "FP8", ... as written, except kv_cache_scheme objects,
+  // which are condensed like the groups' QuantizationArgs.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
   // compressed-tensors config_groups: name -> {targets, weights, input_activations, output_activations, format},
   // the QuantizationArgs condensed to one line each ("int4 sym strategy=group group_size=128").
   nlohmann::ordered_json groups = nlohmann::ordered_json::object();

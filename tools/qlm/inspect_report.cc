@@ -137,6 +137,8 @@ void cross_check(const std::string& method, const TensorSummary& s, std::vector<
   if (m == "bitsandbytes" && bnb == 0)
     warnings.push_back("quant_method is \"bitsandbytes\" but no bitsandbytes state tensors (.absmax, .SCB, "
                        ".quant_state.*) are present (the weights would be quantized at load time)");
+  if (m.starts_with("modelopt") && fp8 + ct + int8 + format_count(s, TensorFormat::Other) == 0)
+    warnings.push_back(fmt::format("quant_method is \"{}\" but no FP8 or packed FP4 weights are present", method));
   if (!gptq_like && packed > 0)
     warnings.push_back(fmt::format("{} GPTQ/AWQ tensors (.qweight, ...) are present but quant_method is \"{}\"",
                                    packed, method));
