@@ -1,0 +1,216 @@
+#include "runtime/tokenizer/bpe_model.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <queue>
+
+#include "core/error.h"
+#include "runtime/tokenizer/unicode.h"
+
+namespace qlm::runtime::tok {
+
+namespace {
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;  // far above any real vocabulary; bounds the id table
+}  // namespace
+
+BpeModel::BpeModel(const Field& field) {
+  field.require_object();
+  // Old files leave out "type"; a model with merges is then a BPE.
+  const std::string type = field.has("type") ? field.type_name() : (field.has("merges") ? "BPE" : "(untyped)");
+  if (type != "BPE") field.fail_unsupported("model type \"" + type + "\"");
+  if (field.has("dropout")) {
+    const Field dropout = field.at("dropout");
+    if (!dropout.json().is_number() || dropout.json().get<double>() != 0.0)
+      dropout.fail_unsupported("BPE dropout");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (field.has(key) && !field.string_at(key).empty()) field.at(key).fail_unsupported(std::string("BPE ") + key);
+  }
+  fuse_unk_ = field.bool_or("fuse_unk", false);
+  byte_fallback_ = field.bool_or("byte_fallback", false);
+  ignore_merges_ = field.bool_or("ignore_merges", false);
+
+  load_vocab(field.at("vocab"));
+  load_merges(field.at("merges"));
+
+  if (const auto unk = field.opt_string("unk_token")) {
+    unk_id_ = token_to_id(*unk);
+    if (!unk_id_) field.at("unk_token").fail_value(fmt::format("unk_token \"{}\" is not in the vocabulary", *unk));
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto id = token_to_id(fmt::format("<0x{:02X}>", b));
+    byte_ids_[b] = id ? *id : -1;
+  }
+}
+
+void BpeModel::load_vocab(const Field& vocab) {
+  vocab.require_object();
+  vocab_.reserve(vocab.json().size());
+  for (const auto& [token, value] : vocab.json().items()) {
+    const Field id_field(value, vocab.file(), vocab.path() + "[\"" + token + "\"]");
+    const int64_t id = id_field.as_int();
+    if (id < 0 || id >= kMaxTokenId)
+      fail("tokenizer.vocab", ErrorContext{vocab.file(), "", ""}, "", "{}: id {} is out of range [0, {})", id_field.path(), id, kMaxTokenId);
+    vocab_.emplace(token, static_cast<int32_t>(id));
+    if (static_cast<size_t>(id) >= id_to_token_.size()) {
+      id_to_token_.resize(id + 1);
+      id_present_.resize(id + 1, false);
+    }
+    if (id_present_[id])
+      fail("tokenizer.vocab", ErrorContext{vocab.file(), "", ""}, "each id must appear once",
+           "{}: tokens \"{}\" and \"{}\" share id {}", vocab.path(), id_to_token_[id], token, id);
+    id_to_token_[id] = token;
+    id_present_[id] = true;
+  }
+}
+
+void BpeModel::load_merges(const Field& merges) {
+  const size_t count = merges.size();
+  merges_.reserve(count);
+  for (size_t rank = 0; rank < count; ++rank) {
+    const Field entry = merges.at(rank);
+    std::string left, right;
+    if (entry.json().is_string()) {
+      // "a b": exactly one space separates the two tokens (neither contains a space).
+      const std::string line = entry.as_string();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+        fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "each merge is \"left right\" or [left, right]",
+             "{}: malformed merge \"{}\"", entry.path(), line);
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (entry.json().is_array() && entry.json().size() == 2) {
+      left = entry.at(size_t{0}).as_string();
+      right = entry.at(size_t{1}).as_string();
+    } else {
+      fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "each merge is \"left right\" or [left, right]",
+           "{}: malformed merge {}", entry.path(), entry.json().dump());
+    }
+    const auto left_id = token_to_id(left);
+    const auto right_id = token_to_id(right);
+    const auto merged_id = token_to_id(left + right);
+    if (!left_id || !right_id || !merged_id)
+      fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "the merges must match the vocabulary",
+           "{}: merge \"{}\" + \"{}\" uses a token missing from model.vocab (\"{}\")", entry.path(), left, right,
+           !left_id ? left : !right_id ? right : left + right);
+    // A repeated pair keeps its first (best) rank.
+    merges_.try_emplace(pair_key(*left_id, *right_id), Merge{static_cast<int32_t>(rank), *merged_id});
+  }
+}
+
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
+  const auto it = vocab_.find(token);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string* BpeModel::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !id_present_[id]) return nullptr;
+  return &id_to_token_[id];
+}
+
+void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  const bool cacheable = word.size() <= kCacheMaxWordBytes;
+  if (cacheable) {
+    std::lock_guard lock(cache_mutex_);
+    const auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t first = out.size();
+  if (ignore_merges_) {
+    if (const auto id = token_to_id(word)) out.push_back(*id);
+    else merge_word(word, out);
+  } else {
+    merge_word(word, out);
+  }
+  if (cacheable) {
+    std::lock_guard lock(cache_mutex_);
+    if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+  }
+}
+
+void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids) const {
+  bool previous_unk = false;
+  size_t offset = 0;
+  while (offset < word.size()) {
+    const size_t begin = offset;
+    next_codepoint(word, offset);
+    const std::string_view character = word.substr(begin, offset - begin);
+    if (const auto id = token_to_id(character)) {
+      ids.push_back(*id);
+      previous_unk = false;
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all_bytes = true;
+      for (const char c : character) all_bytes = all_bytes && byte_ids_[static_cast<unsigned char>(c)] >= 0;
+      if (all_bytes) {
+        for (const char c : character) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+        previous_unk = false;
+        continue;
+      }
+    }
+    if (!unk_id_) continue;  // no unknown token: the character is dropped, as the reference does
+    if (!(fuse_unk_ && previous_unk)) ids.push_back(*unk_id_);
+    previous_unk = true;
+  }
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev;  // index of the previous live symbol, -1 at the start
+    int32_t next;  // index of the next live symbol, -1 at the end
+    bool live;
+  };
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;  // left symbol of the pair
+    int32_t merged_id;
+  };
+  // Lowest rank first; among equal ranks the leftmost pair.
+  const auto later = [](const Candidate& a, const Candidate& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
+
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
+  initial_symbols(word, ids);
+  const auto n = static_cast<int32_t>(ids.size());
+  std::vector<Symbol> symbols(n);
+  for (int32_t i = 0; i < n; ++i) symbols[i] = Symbol{ids[i], i - 1, i + 1 < n ? i + 1 : -1, true};
+
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+  const auto consider = [&](int32_t pos) {
+    const int32_t next = symbols[pos].next;
+    if (next < 0) return;
+    const auto it = merges_.find(pair_key(symbols[pos].id, symbols[next].id));
+    if (it != merges_.end()) queue.push(Candidate{it->second.rank, pos, it->second.merged_id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.pos];
+    if (!left.live || left.next < 0) continue;
+    // A queued candidate is stale once either side has merged with something else. Like the
+    // reference implementation, it is still taken if the current pair yields the same token.
+    const auto it = merges_.find(pair_key(left.id, symbols[left.next].id));
+    if (it == merges_.end() || it->second.merged_id != top.merged_id) continue;
+    Symbol& right = symbols[left.next];
+    left.id = top.merged_id;
+    right.live = false;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.pos;
+    if (left.prev >= 0) consider(left.prev);
+    consider(top.pos);
+  }
+  for (int32_t i = 0; i < n; ++i)
+    if (symbols[i].live) out.push_back(symbols[i].id);
+}
+
+}  // namespace qlm::runtime::tok
