@@ -123,7 +123,7 @@ IntQuant quantize_gptq(const std::vector<float>& w, int64_t K, int64_t N, const 
     if (xmin == 0 && xmax == 0) xmin = -1, xmax = 1;
     q.scales[i] = round_to((xmax - xmin) / maxq, opt.scale_dtype);
     q.zeros[i] = opt.symmetric ? (maxq + 1) / 2
-                               : static_cast<int32_t>(std::clamp(std::nearbyint(-static_cast<double>(xmin) / q.scales[i]), 0.0, 1.0 * maxq));
+                               : static_cast<int32_t>(std::clamp(std::nearbyint(-static_cast<double>(xmin) / q.scales[i]), 1.0 * opt.min_zero, 1.0 * maxq));
   }
   assign_codes(w, q);
   return q;

@@ -52,6 +52,9 @@ struct QuantOptions {
   // g_idx[k] = position of k in the permutation / group_size.
   std::optional<uint64_t> act_order_seed;
   DType scale_dtype = DType::F16;  // F16, BF16 or F32
+  // Smallest zero point the GPTQ asymmetric quantizer may choose. A GPTQ v1 checkpoint stores
+  // zero - 1 and cannot hold a true zero of 0 (AutoGPTQ wraps it); use 1 to write valid v1 files.
+  int min_zero = 0;
 };
 
 // Deterministic N(0, 1)-ish weights [K, N] (row-major), and inputs in [-1, 1).

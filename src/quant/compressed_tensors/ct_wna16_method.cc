@@ -56,7 +56,10 @@ void CtWNA16LinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry
     g_idx.input_dim = 0;
     layer.add_param(std::move(g_idx));
   }
+  // weight_shape differs between the parts of a fused layer ([N_q, K], [N_k, K], ...), which one
+  // replicated parameter cannot hold; there it is optional and only K is checked when present.
   Parameter shape("weight_shape", ParamKind::Replicated, {2}, DType::I64);
+  shape.optional = geo.output_partition_sizes.size() > 1;
   layer.add_param(std::move(shape));
 }
 
@@ -65,7 +68,8 @@ WNA16Weights CtWNA16LinearMethod::to_standard_form(LinearLayer& layer, const WNA
   const std::string& name = layer.prefix();
   // weight_shape names the unpartitioned [N, K] of one logical matrix; for fused layers each part
   // writes its own N, so only K can be checked against the layer.
-  const Tensor& shape = layer.param("weight_shape").data();
+  Parameter& shape_param = layer.param("weight_shape");
+  const Tensor& shape = shape_param.written_at_all() ? shape_param.data() : Tensor::from_vector(std::vector<int64_t>{geo.N, geo.K}, {2});
   const int64_t shape_n = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{0}));
   const int64_t shape_k = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{1}));
   const bool fused = geo.output_partition_sizes.size() > 1;
