@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include "io/checkpoint.h"
@@ -103,6 +104,13 @@ TEST(QuantPlugin, MyQuantEndToEndAtTp1And2) {
       for (size_t g = 0; g < ref_down.size(); ++g) EXPECT_NEAR(y[g], ref_down[g], 1e-5 * (1 + std::abs(ref_down[g])));
     }
   }
+}
+
+TEST(QuantPlugin, LoadsPluginsListedInTheEnvironment) {
+  ::setenv("QLM_QUANT_PLUGINS", (std::string(":") + QLM_MY_QUANT_PLUGIN + ":").c_str(), 1);
+  load_plugins_from_env();
+  ::unsetenv("QLM_QUANT_PLUGINS");
+  EXPECT_NE(QuantRegistry::instance().find("my_quant"), nullptr);
 }
 
 }  // namespace
