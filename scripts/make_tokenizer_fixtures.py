@@ -102,10 +102,15 @@ def fixed_texts():
         "\t",
         "▁already▁has▁metaspace",
         "<0x41> looks like a byte token",
+        "Arabic-Indic digits ٣٤٥ and fullwidth １２３４ and superscript ²³",
+        "x's y'S z'LL w'Ve",
+        "line separator and paragraph separator",
+        "verticaltab and formfeed",
+        "ﬁ ligature and Ω ohm and Å angstrom",
     ]
 
 
-def random_texts(rng, fortunes, count=24):
+def random_texts(rng, fortunes, count=80):
     """Seeded random strings: shuffles of characters from many classes, and corpus sentences."""
     pool = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") + list(" \t\n\r'\".,;:!?-_()[]{}<>/\\@#$%^&*+=~`|")
             + [" ", " ", "  ", "\n\n", "'s", "'ll", "'T"] + list("éèêàçñüößøåæœÉ") + list("日本語中文한국어") + ["😀", "🎉", "👍🏽", "❤️"]
@@ -116,6 +121,7 @@ def random_texts(rng, fortunes, count=24):
         texts.append("".join(rng.choice(pool) for _ in range(n)))
     for _ in range(count - count // 2):
         texts.append(rng.choice(fortunes))
+    texts.append("\n\n".join(rng.sample(fortunes, 20)))  # a long text: one word without a pre-tokenizer
     return texts
 
 
@@ -307,6 +313,15 @@ def write_json(path, value):
     path.write_text(json.dumps(value, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def write_fixtures(path, header, cases, decodes):
+    """Compact, one case per line, so that diffs stay readable."""
+    def lines(items):
+        return ",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items)
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":"))[:-1]
+    path.write_text(f'{head},\n"cases":[\n{lines(cases)}\n],\n"decode_cases":[\n{lines(decodes)}\n]}}\n',
+                    encoding="utf-8")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests/data/tokenizers"))
@@ -334,17 +349,17 @@ def main():
         # Reload what was written so that the fixtures describe the committed file.
         tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
         cases, decodes = hf_cases(tok, base_texts + SPECIAL_TEXTS[name], random.Random(f"{SEED}-{name}"))
-        write_json(directory / "fixtures.json", {"generator": f"tokenizers {tokenizers.__version__}",
-                                                 "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-                                                 "cases": cases, "decode_cases": decodes})
+        write_fixtures(directory / "fixtures.json", {"generator": f"tokenizers {tokenizers.__version__}",
+                                                     "vocab_size": tok.get_vocab_size(with_added_tokens=True)},
+                       cases, decodes)
 
     directory = out / "spm"
     directory.mkdir(parents=True, exist_ok=True)
     sp = build_spm_model(lines, directory)
     write_json(directory / "tokenizer_config.json", {"add_bos_token": True, "add_eos_token": False})
     cases, decodes = spm_cases(sp, base_texts, random.Random(f"{SEED}-spm"))
-    write_json(directory / "fixtures.json", {"generator": f"sentencepiece {spm.__version__}",
-                                             "vocab_size": sp.get_piece_size(), "cases": cases, "decode_cases": decodes})
+    write_fixtures(directory / "fixtures.json", {"generator": f"sentencepiece {spm.__version__}",
+                                                 "vocab_size": sp.get_piece_size()}, cases, decodes)
 
 
 if __name__ == "__main__":
