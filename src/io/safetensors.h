@@ -62,8 +62,11 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes tensors (any strides; written contiguous, sorted by name) with optional __metadata__.
-// The header is padded with spaces to a multiple of 8 so every tensor is aligned.
+// Writes tensors (any strides; written contiguous) with optional __metadata__. Header keys are
+// sorted by name; data is ordered by element size (largest first), then name, and the header is
+// padded with spaces to a multiple of 8, so every tensor is aligned for its dtype. Throws
+// "safetensors.duplicate_key", "safetensors.metadata" (a tensor named __metadata__),
+// "safetensors.utf8", "safetensors.header_too_large" or "safetensors.write".
 void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
