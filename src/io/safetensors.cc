@@ -297,9 +297,9 @@ const TensorInfo& SafetensorsFile::info(std::string_view name) const {
 
 std::span<const std::byte> SafetensorsFile::data(const TensorInfo& info) const {
   const uint64_t data_start = 8 + header_size_;
-  const uint64_t buffer = bytes_.size() - data_start;
-  // Guards against a TensorInfo that came from another file.
-  if (info.begin > info.end || info.end > buffer)
+  const uint64_t buffer = bytes_.size() >= data_start ? bytes_.size() - data_start : 0;
+  // Guards against a TensorInfo that came from another file (or a default-constructed object).
+  if (info.begin > info.end || info.end > buffer || bytes_.size() < data_start)
     fail("safetensors.offsets", ErrorContext{source_name_, info.name, ""}, "",
          "data_offsets [{}, {}] lie outside this file's {}-byte data buffer", info.begin, info.end, buffer);
   return bytes_.subspan(data_start + info.begin, info.end - info.begin);
