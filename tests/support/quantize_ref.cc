@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "core/float_convert.h"
+#include "io/json.h"
+#include "parallel/communicator.h"
 #include "quant/packing.h"
 
 namespace qlm::testing {
@@ -225,6 +227,106 @@ std::vector<double> matmul_ref(const std::vector<float>& x, int64_t M, const std
       for (int64_t n = 0; n < N; ++n) y[m * N + n] += xv * w[k * N + n];
     }
   return y;
+}
+
+std::unique_ptr<QuantizationConfig> make_quant_config(const std::string& json_text) {
+  auto doc = std::make_shared<const nlohmann::json>(io::parse_json_strict(json_text, "config.json"));
+  std::optional<io::JsonView> view(io::JsonView(doc, "config.json", "quantization_config"));
+  return resolve_quantization_config(view, std::nullopt);
+}
+
+namespace {
+ShardId shard_of(LinearKind kind, size_t part) {
+  switch (kind) {
+    case LinearKind::QKV: return part == 0 ? ShardId::q() : part == 1 ? ShardId::k() : ShardId::v();
+    case LinearKind::MergedColumn: return ShardId::at(static_cast<int>(part));
+    case LinearKind::Replicated:
+    case LinearKind::Column:
+    case LinearKind::Row: return ShardId::whole();
+  }
+  return ShardId::whole();
+}
+
+std::vector<int64_t> part_sizes(const LinearSpec& s) {
+  switch (s.kind) {
+    case LinearKind::QKV:
+      return {s.total_num_heads * s.head_size, s.total_num_kv_heads * s.head_size,
+              s.total_num_kv_heads * (s.v_head_size ? s.v_head_size : s.head_size)};
+    case LinearKind::MergedColumn: return s.output_sizes;
+    case LinearKind::Replicated:
+    case LinearKind::Column:
+    case LinearKind::Row: return {s.output_size};
+  }
+  return {s.output_size};
+}
+}  // namespace
+
+std::unique_ptr<LinearLayer> build_layer(const LayerFixture& f, const PartTensors& parts, TpContext tp,
+                                         const std::vector<std::string>& skip,
+                                         const std::function<void(LinearLayer&)>& before_finalize) {
+  QuantContext ctx;
+  ctx.kernels.linear_backend = f.backend;
+  auto layer = std::make_unique<LinearLayer>(f.spec, f.config, ctx, tp);
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (const auto& [name, tensor] : parts[i]) {
+      if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+      const std::string source =
+          (f.spec.shard_prefixes.empty() ? f.spec.prefix : f.spec.shard_prefixes[i]) + "." + name;
+      layer->load_weight(name, tensor, shard_of(f.spec.kind, i), source);
+    }
+  if (before_finalize) before_finalize(*layer);
+  layer->finalize();
+  return layer;
+}
+
+std::vector<float> run_layer_tp(const LayerFixture& f, const PartTensors& parts, const std::vector<float>& x,
+                                int64_t M, int tp, const std::vector<std::string>& skip) {
+  const int64_t K = f.spec.input_size;
+  const std::vector<int64_t> sizes = part_sizes(f.spec);
+  int64_t N = 0;
+  for (int64_t s : sizes) N += s;
+  std::vector<float> out(static_cast<size_t>(M * N), 0.f);
+  LocalCommGroup group(tp);
+  run_on_ranks(tp, [&](int r) {
+    TpContext ctx = group.context(r);
+    auto layer = build_layer(f, parts, ctx, skip);
+    Tensor xin;
+    if (f.spec.kind == LinearKind::Row) {
+      const int64_t K_p = K / tp;
+      std::vector<float> slice(static_cast<size_t>(M * K_p));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K_p; ++k) slice[m * K_p + k] = x[m * K + r * K_p + k];
+      xin = Tensor::from_vector(slice, {M, K_p});
+    } else {
+      xin = Tensor::from_vector(x, {M, K});
+    }
+    Tensor y = layer->forward(xin);
+    const float* yv = y.data<float>();
+    const int64_t N_p = y.size(1);
+    if (f.spec.kind == LinearKind::Row || f.spec.kind == LinearKind::Replicated) {
+      if (r == 0)
+        for (int64_t i = 0; i < M * N; ++i) out[i] = yv[i];
+      return;
+    }
+    int64_t local = 0, global = 0;
+    for (int64_t size : sizes) {
+      const int64_t p = size / tp;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < p; ++j) out[m * N + global + r * p + j] = yv[m * N_p + local + j];
+      local += p;
+      global += size;
+    }
+  });
+  return out;
+}
+
+double normwise_rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
 }
 
 }  // namespace qlm::testing

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "layers/linear.h"
 
 namespace qlm::testing {
 
@@ -92,5 +93,32 @@ CheckpointTensors encode_ct(const IntQuant& q, bool with_g_idx, DType shape_dtyp
 // x [M, K] · W [K, N] in double: the reference output of a layer with dequantized weights.
 std::vector<double> matmul_ref(const std::vector<float>& x, int64_t M, const std::vector<double>& w, int64_t K,
                                int64_t N);
+
+// ---- layer harness: a LinearLayer of any format, loaded from per-part checkpoint tensors ----
+
+// Builds a config through the registry from a quantization_config JSON object text.
+std::unique_ptr<QuantizationConfig> make_quant_config(const std::string& json_text);
+
+struct LayerFixture {
+  const QuantizationConfig* config = nullptr;  // null: unquantized
+  LinearSpec spec;                             // shard_prefixes set for fused kinds
+  std::string backend = "auto";                // --linear-backend ("cpu_ref", "cpu_fast", ...)
+};
+// Checkpoint tensors of each logical part in the layer's order (q, k, v / gate, up / one part);
+// a tensor named "bias" loads the layer bias. Names not declared by the method are an error.
+using PartTensors = std::vector<CheckpointTensors>;
+
+// Builds the layer for `tp`, loads every tensor of every part (skipping names in `skip`), calls
+// `before_finalize` (e.g. to keep the standard form) and finalizes.
+std::unique_ptr<LinearLayer> build_layer(const LayerFixture& f, const PartTensors& parts, TpContext tp,
+                                         const std::vector<std::string>& skip = {},
+                                         const std::function<void(LinearLayer&)>& before_finalize = {});
+// Runs the layer at tensor-parallel size `tp` (one thread per rank) on x [M, K] and returns the full
+// output [M, N] in global column order (rank slices of every part put back in place).
+std::vector<float> run_layer_tp(const LayerFixture& f, const PartTensors& parts, const std::vector<float>& x,
+                                int64_t M, int tp, const std::vector<std::string>& skip = {});
+
+// ||a - b|| / ||b|| over all elements.
+double normwise_rel_error(const std::vector<float>& a, const std::vector<double>& b);
 
 }  // namespace qlm::testing
