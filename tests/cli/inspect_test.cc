@@ -197,6 +197,18 @@ TEST(InspectCli, ConflictingSourcesAndBadConfigAreReported) {
   EXPECT_EQ(j["config"]["hidden_size"], "64");  // shown as written
 }
 
+TEST(InspectCli, MalformedConfigIsReportedOnce) {
+  TempDir dir("qlm-inspect");
+  copy_tiny_gptq(dir, "[[[");
+  RunResult r = run_qlm("inspect --json " + quoted(dir.path()));
+  EXPECT_EQ(r.status, 1);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["errors"].size(), 1u) << j["errors"];
+  EXPECT_TRUE(contains(j["errors"][0].get<std::string>(), "[json.parse]")) << j["errors"];
+  EXPECT_TRUE(j["config"].is_null());
+  EXPECT_EQ(j["tensors"]["count"], 63);
+}
+
 TEST(InspectCli, MissingDirectoryFails) {
   RunResult r = run_qlm("inspect /nonexistent/qlm-model-dir");
   EXPECT_EQ(r.status, 1);

@@ -188,6 +188,10 @@ OrderedJson verify_section(const io::Checkpoint& checkpoint, bool show_progress)
 OrderedJson build_inspect_report(const InspectOptions& options) {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  // A malformed config.json fails both the config and the quantization lookup: report it once.
+  auto add_error = [&errors](const Error& e) {
+    if (std::find(errors.begin(), errors.end(), e.what()) == errors.end()) errors.emplace_back(e.what());
+  };
   OrderedJson report = OrderedJson::object();
   report["model_dir"] = options.model_dir.string();
 
@@ -196,7 +200,7 @@ OrderedJson build_inspect_report(const InspectOptions& options) {
     hf = config::HfConfig::load(options.model_dir);
     report["config"] = config_section(*hf);
   } catch (const Error& e) {
-    errors.emplace_back(e.what());
+    add_error(e);
     report["config"] = lenient_config_section(options.model_dir);
   }
 
@@ -207,7 +211,7 @@ OrderedJson build_inspect_report(const InspectOptions& options) {
     report["quantization"] = quant ? quant_section(*quant, warnings) : OrderedJson();
   } catch (const Error& e) {
     quant_ok = false;
-    errors.emplace_back(e.what());
+    add_error(e);
     report["quantization"] = OrderedJson();
   }
 
@@ -215,7 +219,7 @@ OrderedJson build_inspect_report(const InspectOptions& options) {
   try {
     checkpoint = io::Checkpoint::open(options.model_dir);
   } catch (const Error& e) {
-    errors.emplace_back(e.what());
+    add_error(e);
   }
   if (checkpoint) {
     const TensorSummary summary = summarize_checkpoint(*checkpoint);
@@ -228,14 +232,14 @@ OrderedJson build_inspect_report(const InspectOptions& options) {
       try {
         config::check_quantized_tensors_have_config(quant, checkpoint->tensor_names(), options.model_dir);
       } catch (const Error& e) {
-        errors.emplace_back(e.what());
+        add_error(e);
       }
     }
     if (options.verify_data) {
       try {
         report["verify"] = verify_section(*checkpoint, options.progress);
       } catch (const Error& e) {
-        errors.emplace_back(e.what());
+        add_error(e);
       }
     }
   } else {
