@@ -50,7 +50,7 @@ void check_dense(DType dtype, int64_t K, int64_t N, const std::vector<int64_t>& 
 TEST(DenseFastKernel, MatchesFloat64Reference) {
   if (!cpu_features().avx2_fma) GTEST_SKIP() << "needs AVX2";
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
-    for (auto [K, N] : std::vector<std::pair<int64_t, int64_t>>{{384, 257}, {100, 200}, {7, 33}, {1, 1}, {513, 31}})
+    for (auto [K, N] : std::vector<std::pair<int64_t, int64_t>>{{384, 257}, {100, 200}, {7, 33}, {1, 1}, {513, 31}, {4096, 70}})
       check_dense(dt, K, N, {1, 2, 3, 4, 5, 7, 17, 33, 100, 129});
 }
 

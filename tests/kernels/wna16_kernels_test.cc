@@ -161,6 +161,14 @@ TEST(Wna16KernelShapes, PaddedGroupsAndOddShapes) {
   for (const auto& s : specs) check_all_kernels(s, {1, 2, 4, 5, 15, 29});
 }
 
+// Large enough that the register (GEMV) path splits the tiles over both threads.
+TEST(Wna16KernelShapes, ThreadedGemv) {
+  check_all_kernels({.bits = 4, .K = 4096, .N = 300, .group_size = 128, .zero_points = true, .act_order = true,
+                     .seed = 10},
+                    {1, 3, 8, 9});
+  check_all_kernels({.bits = 8, .K = 2048, .N = 130, .group_size = -1, .seed = 11}, {1, 2, 6});
+}
+
 TEST(Wna16KernelSelection, FastKernelChosenFirstOnCpu) {
   Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
   const auto cfg = config_for(s);

@@ -41,6 +41,13 @@ constexpr int kSlabs = kTileN / kSlabCols;          // slabs per tile
 constexpr int kTileVecs = kTileN / kLanes;          // vectors per tile row
 static_assert(kTileN % kSlabCols == 0);
 
+// Tiles per thread chunk such that a chunk has at least ~2^18 multiply-adds: tiny layers run on
+// one thread instead of paying a wake-up.
+inline int64_t tile_grain(int64_t M, int64_t rows) {
+  const int64_t per_tile = M * rows * kTileN;
+  return per_tile >= (int64_t{1} << 18) ? 1 : ((int64_t{1} << 18) + per_tile - 1) / per_tile;
+}
+
 // Software prefetch distance along a tile's code stream (words of kTileN u32 = 128 bytes each).
 constexpr int64_t kPrefetchWords = 32;
 
@@ -256,7 +263,7 @@ void wna16_run_sb(const PackedWna16& p, const float* x, int64_t M, float* y, con
     float* sums = sbuf.reserve(static_cast<size_t>(M * p.groups));
     group_sums(xg, M, ldx, p.group_words.data(), p.groups, 32 / SB, p.has_zeros ? 1.0f : p.sym_zero,
                sums);
-    pool.parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
+    pool.parallel_for(0, p.tiles, tile_grain(M, p.rows), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) wna16_gemv_rows<SB>(p, t, xg, ldx, sums, M, y, bias);
     });
     return;
@@ -355,7 +362,7 @@ const float* dense_panel(const PackedDense& p, int64_t t, int64_t pc, int64_t kc
 template <DType DT>
 void dense_run_dt(const PackedDense& p, const float* x, int64_t M, float* y, const float* bias, ThreadPool& pool) {
   if (M <= V::kGemvMaxM) {
-    pool.parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
+    pool.parallel_for(0, p.tiles, tile_grain(M, p.K), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t m0 = 0; m0 < M; m0 += V::kGemvRows) {
           const int64_t h = M - m0 < V::kGemvRows ? M - m0 : V::kGemvRows;
