@@ -84,6 +84,16 @@ TEST(TokenizerBpe, IgnoreMergesEmitsWholeVocabularyWords) {
   EXPECT_EQ(load_json(dir, doc)->encode("ca"), (std::vector<int32_t>{7}));
 }
 
+TEST(TokenizerBpe, WordsAreCutAtMetaspaceOnlyWhenNoTokenSpansIt) {
+  TempDir dir;
+  json doc = tiny_bpe_json();
+  doc["model"]["vocab"] = json{{"a", 0}, {"\u2581", 1}, {"b", 2}, {"\u2581b", 3}, {"a\u2581", 4}};
+  doc["model"]["merges"] = json::array({"\u2581 b", "a \u2581"});
+  EXPECT_EQ(load_json(dir, doc)->encode("a\u2581b"), (std::vector<int32_t>{0, 3}));
+  doc["model"]["merges"] = json::array({"a \u2581", "\u2581 b"});  // "a▁" first: it must win
+  EXPECT_EQ(load_json(dir, doc)->encode("a\u2581b"), (std::vector<int32_t>{4, 2}));
+}
+
 TEST(TokenizerBpe, ByteFallbackAndFusedUnknown) {
   TempDir dir;
   json doc = tiny_bpe_json();

@@ -38,6 +38,7 @@ BpeModel::BpeModel(const Field& field) {
     unk_id_ = token_to_id(*unk);
     if (!unk_id_) field.at("unk_token").fail_value(fmt::format("unk_token \"{}\" is not in the vocabulary", *unk));
   }
+  cut_at_metaspace_ = metaspace_cuts_are_exact();
   for (int b = 0; b < 256; ++b) {
     const auto id = token_to_id(fmt::format("<0x{:02X}>", b));
     byte_ids_[b] = id ? *id : -1;
@@ -110,7 +111,34 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
   return &id_to_token_[id];
 }
 
+namespace {
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581
+}  // namespace
+
+bool BpeModel::metaspace_cuts_are_exact() const {
+  if (!token_to_id(kMetaspace)) return false;  // an unknown "▁" could fuse with an unknown neighbour
+  for (const auto& [token, id] : vocab_) {
+    for (size_t at = token.find(kMetaspace, 1); at != std::string::npos; at = token.find(kMetaspace, at + 1)) {
+      if (at < kMetaspace.size() || token.compare(at - kMetaspace.size(), kMetaspace.size(), kMetaspace) != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  if (!cut_at_metaspace_) return tokenize_word(word, out);
+  // Cut before every "▁" that follows another character.
+  size_t begin = 0;
+  for (size_t at = word.find(kMetaspace, 1); at != std::string_view::npos; at = word.find(kMetaspace, at + 1)) {
+    if (at >= kMetaspace.size() && word.compare(at - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0) continue;
+    tokenize_word(word.substr(begin, at - begin), out);
+    begin = at;
+  }
+  tokenize_word(word.substr(begin), out);
+}
+
+void BpeModel::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   const bool cacheable = word.size() <= kCacheMaxWordBytes;
   if (cacheable) {

@@ -41,7 +41,12 @@ class BpeModel {
   }
   void load_vocab(const Field& vocab);
   void load_merges(const Field& merges);
+  void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Whether no vocabulary token has a "▁" right after another character, so that BPE can never
+  // merge across such a point and a word can be cut there with an identical result. Holds for
+  // SentencePiece-style vocabularies, whose text is otherwise one huge word (no pre-tokenizer).
+  bool metaspace_cuts_are_exact() const;
   // The initial symbols of `word`: one per character, byte tokens or unk where it is unknown.
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
 
@@ -53,6 +58,7 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
+  bool cut_at_metaspace_ = false;
   int32_t byte_ids_[256];  // "<0xXX>" ids for byte fallback, -1 if absent
 
   static constexpr size_t kCacheCapacity = 1 << 16;
