@@ -89,9 +89,8 @@ void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t l
     const uint32_t* codes = p.codes.data() + t * p.words * kTileN + col0;
     const float* sc = p.scales.data() + t * p.groups * kTileN + col0;
     const float* zf = p.has_zeros ? p.zeros.data() + t * p.groups * kTileN + col0 : nullptr;
-    VF yacc[R][kCV];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < kCV; ++v) yacc[r][v] = V::zero();
+    // y lives in L1 between groups, leaving the registers to the R x kCV x S accumulators.
+    alignas(64) float ybuf[R][kSlabCols] = {};
     for (int64_t g = 0; g < p.groups; ++g) {
       VF acc[R][kCV][S];
       for (int r = 0; r < R; ++r)
@@ -117,14 +116,15 @@ void wna16_gemv_tile(const PackedWna16& p, int64_t t, const float* xg, int64_t l
           const VF a = S == 2 ? V::add(acc[r][v][0], acc[r][v][S - 1]) : acc[r][v][0];
           const VF scale = V::load(sc + g * kTileN + v * kLanes);
           const VF centred = zf ? V::fnma(V::load(zf + g * kTileN + v * kLanes), sum, a) : V::sub(a, sum);
-          yacc[r][v] = V::fma(scale, centred, yacc[r][v]);
+          V::store(&ybuf[r][v * kLanes], V::fma(scale, centred, V::load(&ybuf[r][v * kLanes])));
         }
       }
     }
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kCV; ++v) {
         const int64_t n0 = t * kTileN + col0 + v * kLanes;
-        store_cols(y + r * ldy + n0, yacc[r][v], bias ? bias + n0 : nullptr, clamp_cols(p.N - n0));
+        store_cols(y + r * ldy + n0, V::load(&ybuf[r][v * kLanes]), bias ? bias + n0 : nullptr,
+                   clamp_cols(p.N - n0));
       }
   }
 }

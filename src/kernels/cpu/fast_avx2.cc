@@ -34,7 +34,7 @@ struct V {
   static constexpr int kLanes = 8;
   static constexpr int kMR = 6;        // microkernel rows: 12 accumulators of 16 registers
   static constexpr int64_t kKC = 256;  // K slice: a 256 x 16 f32 slab (16 KiB) stays in L1
-  static constexpr int kGemvRows = 2;
+  static constexpr int kGemvRows = 4;  // 8 accumulators
   static constexpr int kGemvMaxM = 4;
 
   static I mask(int n) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMaskTable + 8 - n)); }

@@ -35,7 +35,7 @@ struct V {
   static constexpr int kLanes = 16;
   static constexpr int kMR = 14;       // microkernel rows: 28 accumulators of 32 registers
   static constexpr int64_t kKC = 128;  // K slice: a 128 x 32 f32 weight panel (16 KiB) stays in L1
-  static constexpr int kGemvRows = 4;  // rows per GEMV pass
+  static constexpr int kGemvRows = 8;  // rows per GEMV pass: 16 accumulators
   static constexpr int kGemvMaxM = 8;  // up to this M the weights are decoded in registers
 
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
