@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <limits>
+#include <algorithm>
 #include <queue>
 
 #include "core/error.h"
@@ -48,53 +48,57 @@ BpeModel::BpeModel(const Field& field) {
 void BpeModel::load_vocab(const Field& vocab) {
   vocab.require_object();
   vocab_.reserve(vocab.json().size());
+  // Raw access in the loop (vocabularies have 10^5 entries); a Field is built only to report.
   for (const auto& [token, value] : vocab.json().items()) {
-    const Field id_field(value, vocab.file(), vocab.path() + "[\"" + token + "\"]");
-    const int64_t id = id_field.as_int();
+    if (!value.is_number_integer()) Field(value, vocab.file(), vocab.path() + "[\"" + token + "\"]").as_int();
+    const int64_t id = value.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(value.get<uint64_t>(), kMaxTokenId))
+                                                  : value.get<int64_t>();
     if (id < 0 || id >= kMaxTokenId)
-      fail("tokenizer.vocab", ErrorContext{vocab.file(), "", ""}, "", "{}: id {} is out of range [0, {})", id_field.path(), id, kMaxTokenId);
-    vocab_.emplace(token, static_cast<int32_t>(id));
-    if (static_cast<size_t>(id) >= id_to_token_.size()) {
-      id_to_token_.resize(id + 1);
-      id_present_.resize(id + 1, false);
-    }
-    if (id_present_[id])
+      fail("tokenizer.vocab", ErrorContext{vocab.file(), "", ""}, "", "{}[\"{}\"]: id {} is out of range [0, {})",
+           vocab.path(), token, id, kMaxTokenId);
+    if (static_cast<size_t>(id) >= id_to_token_.size()) id_to_token_.resize(id + 1);
+    if (id_to_token_[id] != nullptr)
       fail("tokenizer.vocab", ErrorContext{vocab.file(), "", ""}, "each id must appear once",
-           "{}: tokens \"{}\" and \"{}\" share id {}", vocab.path(), id_to_token_[id], token, id);
-    id_to_token_[id] = token;
-    id_present_[id] = true;
+           "{}: tokens \"{}\" and \"{}\" share id {}", vocab.path(), *id_to_token_[id], token, id);
+    const auto it = vocab_.emplace(token, static_cast<int32_t>(id)).first;
+    id_to_token_[id] = &it->first;  // map nodes are stable
   }
 }
 
 void BpeModel::load_merges(const Field& merges) {
   const size_t count = merges.size();
   merges_.reserve(count);
+  std::string merged;
   for (size_t rank = 0; rank < count; ++rank) {
-    const Field entry = merges.at(rank);
-    std::string left, right;
-    if (entry.json().is_string()) {
-      // "a b": exactly one space separates the two tokens (neither contains a space).
-      const std::string line = entry.as_string();
-      const size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-        fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "each merge is \"left right\" or [left, right]",
-             "{}: malformed merge \"{}\"", entry.path(), line);
-      left = line.substr(0, space);
-      right = line.substr(space + 1);
-    } else if (entry.json().is_array() && entry.json().size() == 2) {
-      left = entry.at(size_t{0}).as_string();
-      right = entry.at(size_t{1}).as_string();
-    } else {
+    const Json& entry = merges.json()[rank];
+    const auto malformed = [&]() {
       fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "each merge is \"left right\" or [left, right]",
-           "{}: malformed merge {}", entry.path(), entry.json().dump());
+           "{}[{}]: malformed merge {}", merges.path(), rank, entry.dump());
+    };
+    std::string_view left, right;
+    if (entry.is_string()) {
+      // "a b": exactly one space separates the two tokens (neither contains a space).
+      const std::string& line = entry.get_ref<const std::string&>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) malformed();
+      left = std::string_view(line).substr(0, space);
+      right = std::string_view(line).substr(space + 1);
+    } else if (entry.is_array() && entry.size() == 2) {
+      for (size_t side = 0; side < 2; ++side)
+        if (!entry[side].is_string()) merges.at(rank).at(side).as_string();  // reports the type
+      left = entry[0].get_ref<const std::string&>();
+      right = entry[1].get_ref<const std::string&>();
+    } else {
+      malformed();
     }
+    merged.assign(left).append(right);
     const auto left_id = token_to_id(left);
     const auto right_id = token_to_id(right);
-    const auto merged_id = token_to_id(left + right);
+    const auto merged_id = token_to_id(merged);
     if (!left_id || !right_id || !merged_id)
       fail("tokenizer.merges", ErrorContext{merges.file(), "", ""}, "the merges must match the vocabulary",
-           "{}: merge \"{}\" + \"{}\" uses a token missing from model.vocab (\"{}\")", entry.path(), left, right,
-           !left_id ? left : !right_id ? right : left + right);
+           "{}[{}]: merge \"{}\" + \"{}\" uses a token missing from model.vocab (\"{}\")", merges.path(), rank, left,
+           right, !left_id ? left : !right_id ? right : std::string_view(merged));
     // A repeated pair keeps its first (best) rank.
     merges_.try_emplace(pair_key(*left_id, *right_id), Merge{static_cast<int32_t>(rank), *merged_id});
   }
@@ -107,8 +111,8 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !id_present_[id]) return nullptr;
-  return &id_to_token_[id];
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
+  return id_to_token_[id];
 }
 
 namespace {

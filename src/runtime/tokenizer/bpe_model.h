@@ -51,8 +51,7 @@ class BpeModel {
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
 
   StringMap<int32_t> vocab_;
-  std::vector<std::string> id_to_token_;
-  std::vector<bool> id_present_;
+  std::vector<const std::string*> id_to_token_;  // keys of vocab_; nullptr for unused ids
   std::unordered_map<uint64_t, Merge> merges_;
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
