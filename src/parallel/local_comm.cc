@@ -81,9 +81,12 @@ class LocalComm final : public Communicator {
       else if (f32_only && in.dtype() != DType::F32) problem = "is not F32";
       else if (in.shape() != first.shape() || in.dtype() != first.dtype()) problem = "differs from rank 0's";
       if (problem) {
-        shared_->sync.arrive_and_wait();  // release the others' reads before anyone throws
-        fail("comm.shape", {}, "every rank must pass a contiguous tensor of the same shape and dtype",
-             "{}: rank {}'s tensor {} {} (rank 0: {})", op, r, in.str(), problem, first.str());
+        // The message is built before the barrier: after it, other ranks unwind and free their inputs.
+        Error error("comm.shape", fmt::format("{}: rank {}'s tensor {} {} (rank 0: {})", op, r, in.str(), problem,
+                                              first.str()),
+                    {}, "every rank must pass a contiguous tensor of the same shape and dtype");
+        shared_->sync.arrive_and_wait();
+        throw error;
       }
     }
   }
