@@ -62,9 +62,9 @@ void WNA16LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
     fail("quant.partition", {.layer = name},
          fmt::format("use a smaller tensor-parallel size (sizes that work for this layer: {})",
                      working_tp_sizes(K, g.group_rows)),
-         "layer {}: this rank's in_features K_p = {} (K = {}, tensor-parallel size {}) is not a multiple of "
+         "this rank's in_features K_p = {} (K = {}, tensor-parallel size {}) is not a multiple of "
          "group_size {}",
-         name, K_p, K, g.tp_size, g.group_rows);
+         K_p, K, g.tp_size, g.group_rows);
   g.scale_rows = (g.replicate_scales ? K : K_p) / g.group_rows;
   check_partition(layer, g);
   declare_params(layer, g);

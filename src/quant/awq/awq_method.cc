@@ -12,9 +12,9 @@ void AwqLinearMethod::check_partition(const LinearLayer& layer, const WNA16Geome
   for (int64_t part : geo.output_partition_sizes)
     if (part % 8 != 0)
       fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
-           "layer {}: AWQ packs 8 output columns per int32 word, but an output partition of this rank has {} columns "
+           "AWQ packs 8 output columns per int32 word, but an output partition of this rank has {} columns "
            "(N = {}, tensor-parallel size {}); the output size is not aligned with the quantized weight shape",
-           layer.prefix(), part, geo.N, geo.tp_size);
+           part, geo.N, geo.tp_size);
 }
 
 void AwqLinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry& geo) const {

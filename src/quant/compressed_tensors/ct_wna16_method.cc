@@ -11,18 +11,18 @@ void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16G
   const int64_t P = 32 / scheme().bits;
   if (geo.row_parallel && geo.K_p % P != 0)
     fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
-         "layer {}: weight_packed packs {} input columns per int32 word, but this rank's in_features K_p = {} "
+         "weight_packed packs {} input columns per int32 word, but this rank's in_features K_p = {} "
          "(K = {}, tensor-parallel size {}) is not a multiple of it",
-         layer.prefix(), P, geo.K_p, geo.K, geo.tp_size);
+         P, geo.K_p, geo.K, geo.tp_size);
   // Zero points are packed along N: every fused part must start on a word boundary.
   const bool split_n = geo.output_partition_sizes.size() > 1 || geo.N_p != geo.N;
   if (!scheme().symmetric && split_n)
     for (int64_t part : geo.output_partition_sizes)
       if (part % P != 0)
         fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
-             "layer {}: weight_zero_point packs {} output rows per int32 word, but an output partition of this rank "
+             "weight_zero_point packs {} output rows per int32 word, but an output partition of this rank "
              "has {} rows (N = {}, tensor-parallel size {})",
-             layer.prefix(), P, part, geo.N, geo.tp_size);
+             P, part, geo.N, geo.tp_size);
 }
 
 void CtWNA16LinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry& geo) const {

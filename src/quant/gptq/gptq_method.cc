@@ -21,15 +21,15 @@ void GptqLinearMethod::check_partition(const LinearLayer& layer, const WNA16Geom
   if (geo.K_p % unit != 0)
     fail("quant.partition", {.layer = layer.prefix()},
          geo.row_parallel ? "use a smaller tensor-parallel size" : "the checkpoint cannot be GPTQ-packed at this size",
-         "layer {}: GPTQ {}-bit qweight packs {} input rows per word group, but this rank's in_features K_p = {} "
+         "GPTQ {}-bit qweight packs {} input rows per word group, but this rank's in_features K_p = {} "
          "(K = {}, tensor-parallel size {}) is not a multiple of it",
-         layer.prefix(), bits, unit, geo.K_p, geo.K, geo.tp_size);
+         bits, unit, geo.K_p, geo.K, geo.tp_size);
   for (int64_t part : geo.output_partition_sizes)
     if (part % unit != 0)
       fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
-           "layer {}: GPTQ {}-bit qzeros pack {} output columns per word group, but an output partition of this "
+           "GPTQ {}-bit qzeros pack {} output columns per word group, but an output partition of this "
            "rank has {} columns (tensor-parallel size {})",
-           layer.prefix(), bits, unit, part, geo.tp_size);
+           bits, unit, part, geo.tp_size);
 }
 
 void GptqLinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry& geo) const {
