@@ -100,11 +100,11 @@ class KernelRegistry {
         if (filtered == (pass == 1)) reasons += fmt::format("\n  - {}: {}", name, why);
       }
     if (!any_matching_filter && backend != "auto")
-      fail("kernel.no_backend", {.layer = layer},
+      fail("kernel.no_backend", ErrorContext{"", "", layer},
            "use --linear-backend auto, or one of the kernels listed",
            "--linear-backend={} was requested but no '{}' kernel exists for {} layers on {}.{}", backend,
            backend, family, device == DeviceType::CPU ? "cpu" : "cuda", reasons);
-    fail("kernel.none", {.layer = layer},
+    fail("kernel.none", ErrorContext{"", "", layer},
          "choose another --linear-backend, another tensor-parallel size, or report the shape",
          "no {} kernel can implement this layer ({}). Reasons:{}", family, config.describe(), reasons);
   }
