@@ -2,8 +2,8 @@
 """Builds the tokenizer test fixtures in tests/data/tokenizers/ with the reference libraries.
 
 No model can be downloaded here, so small tokenizers are *trained* in configurations that mirror the
-real families (GPT-2, Llama-3, Qwen2, Llama-2 tokenizer.json, Mistral-style Metaspace, and a raw
-SentencePiece tokenizer.model), then a varied text set is encoded and decoded with the reference
+real families (GPT-2, Llama-3, Qwen2, Llama-2 tokenizer.json, Mistral-style Metaspace, DeepSeek-style Digits, and
+a raw SentencePiece tokenizer.model), then a varied text set is encoded and decoded with the reference
 library. The C++ tests must reproduce every id and decoded string exactly.
 
 Pinned versions (the output depends on them):
@@ -59,6 +59,7 @@ SPECIAL_TEXTS = {
               "<think>\nreasoning\n</think>\n\nanswer", "<|endoftext|><|endoftext|>", "a<think>b"],
     "llama2": ["<s>Hello</s>", "Hello <s> world", "[INST] Hi [/INST]", "</s>"],
     "mistral": ["<s>[INST] Hi [/INST]", "Hello </s> world", "<unk>"],
+    "digits": ["<｜begin▁of▁sentence｜>x 12345", "<｜end▁of▁sentence｜>"],
     "spm": [],
 }
 
@@ -207,6 +208,21 @@ def build_qwen2(lines):
     return tok, configs
 
 
+def build_digits(lines):
+    """DeepSeek-style: digits cut one by one before the word pattern."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(lines, byte_level_trainer(700, ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]))
+    tok.post_processor = processors.TemplateProcessing(single="<｜begin▁of▁sentence｜> $A",
+                                                       special_tokens=[("<｜begin▁of▁sentence｜>", 0)])
+    return tok, {}
+
+
 def spm_bpe_base(lines, vocab_size):
     """A BPE with byte fallback trained on Metaspace words, vocabulary laid out like Llama-2's."""
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
@@ -338,7 +354,7 @@ def main():
     out = Path(args.out)
 
     builders = {"gpt2": build_gpt2, "llama3": build_llama3, "qwen2": build_qwen2, "llama2": build_llama2,
-                "mistral": build_mistral}
+                "mistral": build_mistral, "digits": build_digits}
     for name, build in builders.items():
         tok, configs = build(lines)
         directory = out / name

@@ -93,7 +93,7 @@ TEST_P(TokenizerFixture, RoundTripOfPlainText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizer, TokenizerFixture,
-                         ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "mistral", "spm"),
+                         ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "mistral", "digits", "spm"),
                          [](const auto& info) { return info.param; });
 
 TEST(TokenizerSpecialIds, FromConfigFiles) {

@@ -3,6 +3,7 @@
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/pattern.h"
 #include "runtime/tokenizer/regex.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace qlm::runtime::tok {
 namespace {
@@ -125,6 +126,29 @@ class Metaspace final : public PreTokenizer {
   Prepend prepend_ = Prepend::kAlways;
 };
 
+// Numeric characters (Unicode N categories) cut out one by one or as runs.
+class Digits final : public PreTokenizer {
+ public:
+  explicit Digits(const Field& field)
+      : behavior_(field.bool_or("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous) {}
+
+  void split(std::vector<Piece>& pieces) const override {
+    std::vector<Piece> out;
+    for (const Piece& piece : pieces) {
+      Ranges matches;
+      for (size_t offset = 0; offset < piece.text.size();) {
+        const size_t begin = offset;
+        if (is_numeric(next_codepoint(piece.text, offset))) matches.emplace_back(begin, offset);
+      }
+      emit_ranges(piece, split_ranges(piece.text.size(), matches, behavior_, false), out);
+    }
+    pieces = std::move(out);
+  }
+
+ private:
+  SplitBehavior behavior_;
+};
+
 class Sequence final : public PreTokenizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
@@ -199,6 +223,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Field& field) {
   if (type == "ByteLevel") return std::make_unique<ByteLevel>(field);
   if (type == "Split") return std::make_unique<Split>(field);
   if (type == "Metaspace") return std::make_unique<Metaspace>(field);
+  if (type == "Digits") return std::make_unique<Digits>(field);
   if (type == "Sequence") {
     const Field list = field.at("pretokenizers");
     std::vector<std::unique_ptr<PreTokenizer>> steps;

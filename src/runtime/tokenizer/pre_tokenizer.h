@@ -1,4 +1,4 @@
-// tokenizer.json "pre_tokenizer": ByteLevel, Split, Metaspace and Sequence. Pre-tokenizers cut
+// tokenizer.json "pre_tokenizer": ByteLevel, Split, Metaspace, Digits and Sequence. Pre-tokenizers cut
 // normalized text into words; BPE never merges across words.
 #pragma once
 

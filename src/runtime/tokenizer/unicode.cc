@@ -112,12 +112,12 @@ bool is_ascii(std::string_view text) {
 
 bool is_whitespace(char32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE); }
 
-bool is_alphanumeric(char32_t cp) {
-  const auto c = static_cast<UChar32>(cp);
-  if (u_hasBinaryProperty(c, UCHAR_ALPHABETIC)) return true;
-  const int8_t type = u_charType(c);
+bool is_numeric(char32_t cp) {
+  const int8_t type = u_charType(static_cast<UChar32>(cp));
   return type == U_DECIMAL_DIGIT_NUMBER || type == U_LETTER_NUMBER || type == U_OTHER_NUMBER;
 }
+
+bool is_alphanumeric(char32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_ALPHABETIC) || is_numeric(cp); }
 
 namespace {
 

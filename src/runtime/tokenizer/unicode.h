@@ -31,6 +31,7 @@ size_t utf8_emittable_prefix(std::string_view bytes);
 bool is_ascii(std::string_view text);
 bool is_whitespace(char32_t code_point);    // Unicode White_Space (Rust char::is_whitespace)
 bool is_alphanumeric(char32_t code_point);  // Alphabetic or Numeric (Rust char::is_alphanumeric)
+bool is_numeric(char32_t code_point);       // general category Nd, Nl or No (Rust char::is_numeric)
 
 enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };
 std::string unicode_normalize(std::string_view text, NormalForm form);
