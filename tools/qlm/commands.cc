@@ -13,6 +13,8 @@ void register_all_commands(CLI::App& app) {
   register_version_command(app);
   register_inspect_command(app);
   register_bench_linear_command(app);
+  register_generate_command(app);
+  register_logits_command(app);
 }
 
 }  // namespace qlm::cli

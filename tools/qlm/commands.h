@@ -12,5 +12,7 @@ void register_all_commands(CLI::App& app);
 void register_version_command(CLI::App& app);
 void register_inspect_command(CLI::App& app);  // inspect.cc
 void register_bench_linear_command(CLI::App& app);  // bench_linear.cc
+void register_generate_command(CLI::App& app);  // generate.cc
+void register_logits_command(CLI::App& app);  // logits.cc
 
 }  // namespace qlm::cli

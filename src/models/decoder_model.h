@@ -1,0 +1,87 @@
+// The Llama-family decoder on one tensor-parallel rank: token embedding, N blocks of
+// (RMSNorm → QKV → [q/k norm] → rotary → GQA attention over the KV cache → o_proj) and
+// (RMSNorm → gate_up → SiLU·mul → down), final RMSNorm and lm_head. Every projection is a parallel
+// LinearLayer built with the model's QuantizationConfig, so any format and any TP size run here;
+// row-parallel layers all-reduce, a column-parallel lm_head all-gathers. Activations are F32.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "loader/loader.h"
+#include "loader/module_set.h"
+#include "models/model_config.h"
+#include "runtime/ops/kv_cache.h"
+
+namespace qlm::models {
+
+// The dtype of a checkpoint tensor by name (nullopt when absent); decides the dtype of dense
+// parameters so that they match what the checkpoint stores.
+using TensorDtypeLookup = std::function<std::optional<DType>(std::string_view name)>;
+TensorDtypeLookup checkpoint_dtypes(const io::Checkpoint& checkpoint);
+
+struct RankOptions {
+  const QuantizationConfig* quant = nullptr;  // null: unquantized
+  QuantContext ctx;
+  TpContext tp;
+  ops::KvEncoding kv;
+};
+
+class DecoderModel {
+ public:
+  // Declares every layer (the methods choose their kernels here) and dense tensor of this rank.
+  DecoderModel(ModelConfig config, const RankOptions& options, const TensorDtypeLookup& dtypes);
+  DecoderModel(const DecoderModel&) = delete;
+  DecoderModel& operator=(const DecoderModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  ModuleSet& modules() { return modules_; }
+  // The output projection (also when tied to the embedding, where it is not in modules()).
+  LinearLayer& lm_head() { return *lm_head_; }
+
+  // Loads and finalizes every parameter (completeness-checked), then prepares norms and a tied lm_head.
+  LoadReport load(const io::Checkpoint& checkpoint, const ProgressCallback& progress = {});
+  LoadReport load(const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+  // Runs `tokens` at `positions` (positions[i] == cache length + i) and appends them to the KV
+  // cache. Returns F32 logits [T, vocab] (all_logits) or [1, vocab] for the last token. Every rank
+  // of a TP group must call it with the same arguments.
+  Tensor forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits);
+
+  ops::KvCache& cache() { return *cache_; }
+
+ private:
+  struct Block {
+    LinearLayer* qkv = nullptr;
+    LinearLayer* o = nullptr;
+    LinearLayer* gate_up = nullptr;
+    LinearLayer* down = nullptr;
+    std::vector<float> input_norm, post_norm, q_norm, k_norm;
+  };
+  void declare(const TensorDtypeLookup& dtypes);
+  void finish_load();
+  Tensor embed(std::span<const int32_t> tokens) const;
+  void attention_block(int64_t layer, Tensor& x, const Tensor& h, int64_t past, const ops::RopeAngles& angles);
+  void mlp_block(Block& block, Tensor& x, const Tensor& h);
+
+  ModelConfig config_;
+  RankOptions options_;
+  ModuleSet modules_;
+  std::vector<Block> blocks_;
+  std::unique_ptr<LinearLayer> tied_lm_head_;
+  LinearLayer* lm_head_ = nullptr;
+  bool gather_logits_ = false;
+  Tensor embedding_;  // [vocab, hidden], checkpoint dtype
+  std::vector<float> final_norm_;
+  int64_t heads_ = 0, kv_heads_ = 0;  // this rank
+  std::unique_ptr<ops::KvCache> cache_;  // sized once the layers know this rank's kv heads
+};
+
+}  // namespace qlm::models

@@ -1,0 +1,158 @@
+#include "runtime/model.h"
+
+#include <chrono>
+
+#include "config/hf_config.h"
+#include "config/quant_config_source.h"
+#include "core/thread_pool.h"
+#include "io/checkpoint.h"
+#include "models/architecture.h"
+#include "models/decoder_model.h"
+#include "parallel/communicator.h"
+#include "quant/quantization_config.h"
+#include "quant/unquantized.h"
+
+namespace qlm::runtime {
+
+struct Model::Impl {
+  models::ModelConfig config;
+  std::unique_ptr<QuantizationConfig> quant;
+  std::unique_ptr<LocalCommGroup> group;  // tp > 1 only
+  std::vector<std::unique_ptr<models::DecoderModel>> ranks;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "gptq uint4b8 g32" (the method's description without the kernel it appends), or
+// "unquantized F16".
+std::string method_label(const LinearLayer& layer) {
+  if (layer.method().name() == kUnquantizedName)
+    return fmt::format("unquantized {}", dtype_name(layer.spec().params_dtype));
+  std::string d = layer.method().describe();
+  if (const size_t bracket = d.find(" ["); bracket != std::string::npos) d.resize(bracket);
+  return d;
+}
+
+LoadPlan build_plan(models::DecoderModel& rank0, const QuantizationConfig* quant) {
+  LoadPlan plan;
+  plan.quantization = quant ? quant->describe() : "none";
+  auto add = [&](const LinearLayer& layer) {
+    plan.layers.push_back({layer.prefix(), method_label(layer), layer.kernel_selection.chosen});
+  };
+  for (const auto& [prefix, layer] : rank0.modules().linears())
+    if (layer.get() != &rank0.lm_head()) add(*layer);
+  add(rank0.lm_head());  // last, also when tied (then it is not in the module set)
+  return plan;
+}
+
+uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& rank0) {
+  uint64_t total = 0;
+  for (const std::string& name : checkpoint.tensor_names()) {
+    if (rank0.modules().is_ignored(name)) continue;
+    if (const auto target = rank0.modules().resolve(name); target && target->layer)
+      total += checkpoint.info(name).nbytes();
+  }
+  if (rank0.config().tie_word_embeddings && checkpoint.contains("model.embed_tokens.weight"))
+    total += checkpoint.info("model.embed_tokens.weight").nbytes();
+  return total;
+}
+
+}  // namespace
+
+Model::Model() : impl_(std::make_unique<Impl>()) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const ModelOptions& options) {
+  const auto start = Clock::now();
+  if (!options.device.is_cpu())
+    fail("device.unsupported", {.file = model_dir.string(), .tensor = {}, .layer = {}}, "use --device cpu",
+         "device {} is not supported yet: qlm runs models on the CPU until the CUDA backend lands",
+         options.device.str());
+  if (options.tp < 1 || options.tp > 64)
+    fail("model.tp", {}, "use a tensor-parallel size of at least 1", "tensor-parallel size {} is invalid", options.tp);
+  set_compute_threads(options.threads);
+  load_plugins_from_env();
+  for (const std::string& plugin : options.quant_plugins) load_quant_plugin(plugin);
+
+  std::unique_ptr<Model> model(new Model());
+  Impl& m = *model->impl_;
+  const config::HfConfig hf = config::HfConfig::load(model_dir);
+  m.config = models::configure_model(hf);
+  const std::optional<config::QuantConfigSource> source = config::find_quant_config(model_dir);
+  const io::Checkpoint checkpoint = io::Checkpoint::open(model_dir);
+  config::check_quantized_tensors_have_config(source, checkpoint.tensor_names(), model_dir);
+  m.quant = resolve_quantization_config(source ? std::optional<io::JsonView>(source->config) : std::nullopt,
+                                        options.quantization);
+
+  const int tp = options.tp;
+  const models::ModelConfig& c = m.config;
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"num_attention_heads", c.num_heads},
+                                {"intermediate_size", c.intermediate_size}})
+    if (n % tp != 0)
+      fail("model.tp", {.file = hf.raw.source(), .tensor = {}, .layer = {}},
+           "choose a tensor-parallel size that divides it", "{} = {} is not divisible by the tensor-parallel size {}",
+           what, n, tp);
+  if (tp > 1) m.group = std::make_unique<LocalCommGroup>(tp);
+  const QuantContext ctx{.device = options.device, .capability = 0, .act_dtype = DType::F32, .kernels = options.kernels};
+  const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
+  for (int r = 0; r < tp; ++r) {
+    const models::RankOptions rank{.quant = m.quant.get(), .ctx = ctx,
+                                   .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = options.kv};
+    m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
+  }
+  model->plan_ = build_plan(*m.ranks.front(), m.quant.get());
+  model->linear_weight_bytes_ = linear_bytes(checkpoint, *m.ranks.front());
+
+  std::vector<LoadReport> reports(static_cast<size_t>(tp));
+  run_on_ranks(tp, [&](int r) {
+    reports[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->load(checkpoint, r == 0 ? options.progress
+                                                                                            : ProgressCallback{});
+  });
+  model->report_ = reports.front();
+  model->load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+  return model;
+}
+
+const models::ModelConfig& Model::config() const { return impl_->config; }
+int64_t Model::vocab_size() const { return impl_->config.vocab_size; }
+int Model::tp() const { return static_cast<int>(impl_->ranks.size()); }
+int64_t Model::cache_length() const { return impl_->ranks.front()->cache().length(); }
+
+void Model::reset(int64_t length) {
+  if (length < 0 || length > cache_length())
+    fail("model.positions", {}, "", "cannot keep {} tokens of a sequence of {}", length, cache_length());
+  for (auto& rank : impl_->ranks) rank->cache().truncate(length);
+}
+
+Tensor Model::forward(std::span<const int32_t> tokens, bool all_logits) {
+  std::vector<int64_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = cache_length() + static_cast<int64_t>(i);
+  return forward(tokens, positions, all_logits);
+}
+
+Tensor Model::forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits) {
+  if (tokens.empty()) fail("model.token", {}, "pass at least one token", "forward() needs at least one token");
+  if (positions.size() != tokens.size())
+    fail("model.positions", {}, "", "{} tokens but {} positions", tokens.size(), positions.size());
+  const int64_t vocab = vocab_size(), past = cache_length();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      fail("model.token", {}, fmt::format("token ids must be in [0, {})", vocab),
+           "token id {} at index {} is outside the vocabulary of {} ids", tokens[i], i, vocab);
+    if (positions[i] != past + static_cast<int64_t>(i))
+      fail("model.positions", {}, "continue the sequence (or reset() the model)",
+           "position {} at index {}: the sequence holds {} tokens, so the next position is {}", positions[i], i, past,
+           past + static_cast<int64_t>(i));
+  }
+  const int tp = this->tp();
+  if (tp == 1) return impl_->ranks.front()->forward(tokens, positions, all_logits);
+  std::vector<Tensor> out(static_cast<size_t>(tp));
+  run_on_ranks(tp, [&](int r) {
+    out[static_cast<size_t>(r)] = impl_->ranks[static_cast<size_t>(r)]->forward(tokens, positions, all_logits);
+  });
+  return out.front();
+}
+
+}  // namespace qlm::runtime

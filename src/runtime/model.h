@@ -1,0 +1,85 @@
+// A loaded model, ready to run: `Model::load(dir, options)` reads config.json, picks the
+// architecture (models/architecture.h) and the quantization format, builds one DecoderModel per
+// tensor-parallel rank (in-process ranks on CPU, each with its own layers and KV cache) and loads
+// the checkpoint into every rank. `forward` appends tokens to the one sequence the model holds
+// and returns logits.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/kernel_registry.h"
+#include "loader/loader.h"
+#include "models/model_config.h"
+#include "runtime/ops/kv_cache.h"
+
+namespace qlm::runtime {
+
+struct ModelOptions {
+  Device device = Device::cpu();
+  int threads = 0;  // compute threads; 0 = every available core
+  int tp = 1;       // tensor-parallel ranks (threads of this process on CPU)
+  std::optional<std::string> quantization;  // --quantization: a format name or alias to use instead
+  KernelPolicy kernels;                      // --linear-backend and per-format overrides
+  std::vector<std::string> quant_plugins;    // shared libraries registering more formats / kernels
+  ops::KvEncoding kv;                        // KV-cache storage (F32 by default)
+  ProgressCallback progress;                 // called by rank 0 while tensors load
+};
+
+// What runs each linear layer, as decided at load time.
+struct LayerPlan {
+  std::string layer;   // "model.layers.0.self_attn.qkv_proj"
+  std::string method;  // "gptq uint4b8 g32", "unquantized F16"
+  std::string kernel;  // "cpu_fast_avx512"
+};
+struct LoadPlan {
+  std::string quantization;  // the QuantizationConfig's description, or "none"
+  std::vector<LayerPlan> layers;
+  // "gptq uint4b8 g32 → cpu_fast_avx512 ×14, unquantized F32 → cpu_fast_dense ×1", in first-seen order.
+  std::string summary() const;
+};
+
+class Model {
+ public:
+  // Throws qlm::Error: config.*, model.unknown_architecture, checkpoint.*, loader.*, kernel.*,
+  // device.unsupported (CUDA until its backend lands), model.tp (TP size that does not fit).
+  static std::unique_ptr<Model> load(const std::filesystem::path& model_dir, const ModelOptions& options = {});
+  ~Model();
+
+  const models::ModelConfig& config() const;
+  int64_t vocab_size() const;
+  const LoadPlan& plan() const { return plan_; }
+  const LoadReport& load_report() const { return report_; }
+  double load_seconds() const { return load_seconds_; }
+  int tp() const;
+  // Bytes of every linear layer's checkpoint tensors (all ranks together): what one decode step
+  // must read, for bandwidth floors.
+  uint64_t linear_weight_bytes() const { return linear_weight_bytes_; }
+
+  // Runs tokens at positions cache_length() .. cache_length() + T - 1 and keeps them in the KV cache.
+  // Returns F32 logits [T, vocab] (all_logits) or [1, vocab] for the last token. Throws
+  // "model.token" for ids outside the vocabulary and "model.positions" for other positions.
+  Tensor forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits = true);
+  // The same with positions continuing the cache.
+  Tensor forward(std::span<const int32_t> tokens, bool all_logits = true);
+  int64_t cache_length() const;
+  // Forgets the sequence (or keeps its first `length` tokens).
+  void reset(int64_t length = 0);
+
+ private:
+  struct Impl;
+  Model();
+  std::unique_ptr<Impl> impl_;
+  LoadPlan plan_;
+  LoadReport report_;
+  double load_seconds_ = 0;
+  uint64_t linear_weight_bytes_ = 0;
+};
+
+}  // namespace qlm::runtime

@@ -1,0 +1,50 @@
+#include "tools/qlm/model_options.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace qlm::cli {
+
+void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
+  cmd->add_option("MODEL", o.model_dir, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--device", o.device, "cpu or cuda[:N]")->default_str("cpu");
+  cmd->add_option("--threads", o.threads, "Compute threads (0: all cores)")->default_str("0");
+  cmd->add_option("--tp", o.tp, "Tensor-parallel ranks (in-process on CPU)")->default_str("1");
+  cmd->add_option("--linear-backend", o.linear_backend, "Kernel backend or kernel name for linear layers")
+      ->default_str("auto");
+  cmd->add_option("--quant-plugin", o.quant_plugins, "Shared library registering quantization formats or kernels");
+  cmd->add_option("--quantization", o.quantization, "Quantization format to use instead of the checkpoint's (same family)");
+  cmd->add_option("--kv-cache-dtype", o.kv_dtype, "KV-cache storage: f32, f16 or bf16")->default_str("f32");
+}
+
+namespace {
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    int index = -1;
+    const char* begin = text.data() + 5;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(begin, end, index);
+    if (ec == std::errc() && ptr == end && index >= 0) return Device::cuda(index);
+  }
+  fail("cli.device", {}, "use --device cpu or --device cuda[:N]", "unknown device '{}'", text);
+}
+}  // namespace
+
+runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
+  runtime::ModelOptions m;
+  m.device = parse_device(o.device);
+  m.threads = o.threads;
+  m.tp = o.tp;
+  m.kernels.linear_backend = o.linear_backend;
+  m.quant_plugins = o.quant_plugins;
+  if (!o.quantization.empty()) m.quantization = o.quantization;
+  const auto kv = ops::kv_dtype_from_name(o.kv_dtype);
+  if (!kv) fail("cli.kv_dtype", {}, "use f32, f16 or bf16", "unknown KV-cache dtype '{}'", o.kv_dtype);
+  m.kv.dtype = *kv;
+  return m;
+}
+
+}  // namespace qlm::cli
