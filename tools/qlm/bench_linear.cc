@@ -3,6 +3,8 @@
 //                    --k K --n N --m M [--device cpu|cuda] [--kernel NAME] [--threads T] [--iters I] [--json]
 // The contract of the JSON object (one line) is fixed: median_us, min_us, gflops (2*M*N*K / median),
 // weight_gbps (prepared weight bytes / median), kernel, m, k, n, bits, group, format, threads, plus extras.
+// Successive calls cycle through --rotate copies of the layer (default: enough for 128 MiB, four
+// times the L3 of the reference machine) so that weights stream from memory, as in a real model.
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -35,15 +37,23 @@ struct BenchLinearOptions {
   std::string kernel = "auto";
   int threads = 0;
   int iters = 20;
+  int rotate = 0;  // 0: auto
   bool json = false;
 };
 
-// One timed kernel: run(x, y) plus what it reports.
+// Copies of one layer's kernel: run(i, x, y) runs copy i.
 struct Prepared {
   std::string kernel;
-  size_t weight_bytes = 0;
-  std::function<void(const Tensor&, Tensor&)> run;
+  size_t weight_bytes = 0;  // of one copy
+  int copies = 1;
+  std::function<void(int, const Tensor&, Tensor&)> run;
 };
+
+int copies_for(const BenchLinearOptions& o, size_t bytes_per_copy) {
+  if (o.rotate > 0) return o.rotate;
+  constexpr size_t kTarget = size_t{128} << 20;
+  return static_cast<int>(std::clamp<size_t>((kTarget + bytes_per_copy - 1) / std::max<size_t>(bytes_per_copy, 1), 1, 16));
+}
 
 Prepared prepare_dense(const BenchLinearOptions& o) {
   DenseLinearConfig cfg;
@@ -53,10 +63,17 @@ Prepared prepare_dense(const BenchLinearOptions& o) {
   cfg.act_dtype = DType::F32;
   cfg.device = Device::cpu();
   auto [entry, sel] = DenseKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "dense linear", "bench");
-  std::shared_ptr<DenseLinearKernel> kernel = entry->create(cfg);
-  kernel->prepare(random_float_tensor(o.n, o.k, cfg.weight_dtype, 7));
-  return {kernel->name(), kernel->weight_bytes(),
-          [kernel](const Tensor& x, Tensor& y) { kernel->run(x, y, nullptr); }};
+  const Tensor weight = random_float_tensor(o.n, o.k, cfg.weight_dtype, 7);
+  auto kernels = std::make_shared<std::vector<std::unique_ptr<DenseLinearKernel>>>();
+  kernels->push_back(entry->create(cfg));
+  kernels->back()->prepare(weight);
+  const int copies = copies_for(o, kernels->back()->weight_bytes());
+  while (static_cast<int>(kernels->size()) < copies) {
+    kernels->push_back(entry->create(cfg));
+    kernels->back()->prepare(weight);
+  }
+  return {kernels->front()->name(), kernels->front()->weight_bytes(), copies,
+          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
 }
 
 Prepared prepare_wna16(const BenchLinearOptions& o) {
@@ -76,10 +93,16 @@ Prepared prepare_wna16(const BenchLinearOptions& o) {
   cfg.act_dtype = DType::F32;
   cfg.device = Device::cpu();
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "mixed-precision linear", "bench");
-  std::shared_ptr<MPLinearKernel> kernel = entry->create(cfg);
-  kernel->prepare(std::move(weights));
-  return {kernel->name(), kernel->weight_bytes(),
-          [kernel](const Tensor& x, Tensor& y) { kernel->run(x, y, nullptr); }};
+  auto kernels = std::make_shared<std::vector<std::unique_ptr<MPLinearKernel>>>();
+  kernels->push_back(entry->create(cfg));
+  kernels->back()->prepare(weights);
+  const int copies = copies_for(o, kernels->back()->weight_bytes());
+  while (static_cast<int>(kernels->size()) < copies) {
+    kernels->push_back(entry->create(cfg));
+    kernels->back()->prepare(weights);
+  }
+  return {kernels->front()->name(), kernels->front()->weight_bytes(), copies,
+          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
 }
 
 void check_options(const BenchLinearOptions& o) {
@@ -94,6 +117,7 @@ void check_options(const BenchLinearOptions& o) {
   if (o.k <= 0 || o.n <= 0 || o.m <= 0)
     fail("cli.args", {}, "", "--k, --n and --m must be positive (got {}, {}, {})", o.k, o.n, o.m);
   if (o.iters <= 0) fail("cli.args", {}, "", "--iters must be positive");
+  if (o.rotate < 0) fail("cli.args", {}, "", "--rotate must be >= 0");
   const bool quantized = o.format == "awq" || o.format == "gptq" || o.format == "ct";
   if (quantized) {
     if (o.bits != 2 && o.bits != 3 && o.bits != 4 && o.bits != 8)
@@ -113,12 +137,12 @@ void bench_linear(const BenchLinearOptions& o) {
 
   Tensor x = random_float_tensor(o.m, o.k, DType::F32, 11);
   Tensor y = Tensor::empty({o.m, o.n}, DType::F32);
-  p.run(x, y);  // warm-up: page in weights and scratch
+  for (int c = 0; c < p.copies; ++c) p.run(c, x, y);  // warm-up: page in weights and scratch
   std::vector<double> us;
   us.reserve(o.iters);
   for (int i = 0; i < o.iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    p.run(x, y);
+    p.run(i % p.copies, x, y);
     auto t1 = std::chrono::steady_clock::now();
     us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
@@ -141,6 +165,7 @@ void bench_linear(const BenchLinearOptions& o) {
     j["kernel"] = p.kernel;
     j["threads"] = compute_threads();
     j["iters"] = o.iters;
+    j["copies"] = p.copies;
     j["median_us"] = median;
     j["min_us"] = us.front();
     j["gflops"] = gflops;
@@ -176,6 +201,8 @@ void register_bench_linear_command(CLI::App& app) {
   cmd->add_option("--kernel", opts->kernel, "Kernel or backend name (auto: the selector's choice)")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Compute threads (0: all available cores)")->capture_default_str();
   cmd->add_option("--iters", opts->iters, "Timed iterations")->capture_default_str();
+  cmd->add_option("--rotate", opts->rotate, "Copies of the layer cycled through (0: enough to exceed the caches)")
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { bench_linear(*opts); });
 }
