@@ -76,7 +76,7 @@ Scheme resolve_fused_scheme(const LayerInfo& layer, const std::function<Scheme(c
   if (!uniform) {
     std::string members;
     for (size_t i = 0; i < names.size(); ++i) members += fmt::format("\n  - {}: {}", names[i], describe(schemes[i]));
-    fail("config.fused_mismatch", {.layer = layer.prefix},
+    fail("config.fused_mismatch", {.file = {}, .tensor = {}, .layer = layer.prefix},
          "make the ignore/target patterns treat every part of the fused layer alike",
          "the parts of fused layer {} resolve to different quantization schemes; all parts of a fused layer must "
          "use the same scheme:{}",

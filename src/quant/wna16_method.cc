@@ -51,15 +51,15 @@ void WNA16LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
   const std::string& name = layer.prefix();
 
   if (scheme_.group_size > 0 && scheme_.group_size > K)
-    fail("quant.group_size", {.layer = name}, "the checkpoint's group_size must not exceed the layer's in_features",
+    fail("quant.group_size", {.file = {}, .tensor = {}, .layer = name}, "the checkpoint's group_size must not exceed the layer's in_features",
          "group_size {} is larger than in_features K = {} of layer {}", scheme_.group_size, K, name);
   if (K % g.group_rows != 0)
-    fail("quant.group_size", {.layer = name},
+    fail("quant.group_size", {.file = {}, .tensor = {}, .layer = name},
          "check group_size in the quantization config; groups must tile the input features exactly",
          "group_size {} does not divide in_features K = {} of layer {} ({} groups would leave {} rows over)",
          g.group_rows, K, name, K / g.group_rows, K % g.group_rows);
   if (!g.replicate_scales && K_p % g.group_rows != 0)
-    fail("quant.partition", {.layer = name},
+    fail("quant.partition", {.file = {}, .tensor = {}, .layer = name},
          fmt::format("use a smaller tensor-parallel size (sizes that work for this layer: {})",
                      working_tp_sizes(K, g.group_rows)),
          "this rank's in_features K_p = {} (K = {}, tensor-parallel size {}) is not a multiple of "
@@ -120,7 +120,7 @@ void WNA16LinearMethod::attach_g_idx(LinearLayer& layer, WNA16Weights& w) const 
   for (int64_t k = 0; k < geo_.K_p; ++k) {
     const int64_t want = (geo_.k_offset() + k) / geo_.group_rows;
     if (v[k] != want)
-      fail("weights.g_idx", {.tensor = pname, .layer = layer.prefix()},
+      fail("weights.g_idx", {.file = {}, .tensor = pname, .layer = layer.prefix()},
            "the checkpoint looks act-order quantized: set desc_act (GPTQ) / actorder (compressed-tensors) to match",
            "{}[{}] = {} but the config declares no act-order, which requires g_idx[k] = k / group_size = {}", pname,
            geo_.k_offset() + k, v[k], want);
@@ -151,7 +151,7 @@ void WNA16LinearMethod::validate(const LinearLayer& layer, const WNA16Weights& w
     auto idx = w.g_idx.span<int32_t>();
     for (int64_t k = 0; k < g.K_p; ++k) {
       if (idx[k] < 0 || idx[k] >= total_groups)
-        fail("weights.g_idx", {.tensor = "g_idx", .layer = name},
+        fail("weights.g_idx", {.file = {}, .tensor = "g_idx", .layer = name},
              "the checkpoint's g_idx does not match its group_size / in_features; re-export the checkpoint",
              "g_idx[{}] = {} is out of range: expected a group in [0, {}) (K = {}, group_size = {})",
              g.k_offset() + k, idx[k], total_groups, g.K, g.group_rows);
@@ -162,7 +162,7 @@ void WNA16LinearMethod::validate(const LinearLayer& layer, const WNA16Weights& w
       // A rank holding all of K sees every group exactly group_size times (a permutation of
       // grouped rows); a K slice can only be checked for excess.
       if (c > g.group_rows || (!g.row_parallel && c != g.group_rows))
-        fail("weights.g_idx", {.tensor = "g_idx", .layer = name},
+        fail("weights.g_idx", {.file = {}, .tensor = "g_idx", .layer = name},
              "the act-order permutation in g_idx is corrupt; re-export the checkpoint",
              "group {} appears {} times in g_idx{}; act-order requires each group exactly group_size = {} times",
              grp, c, g.row_parallel ? " (this rank's slice)" : "", g.group_rows);
@@ -172,7 +172,7 @@ void WNA16LinearMethod::validate(const LinearLayer& layer, const WNA16Weights& w
 
 Tensor WNA16LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) {
   if (!kernel_)
-    fail("quant.not_finalized", {.layer = layer.prefix()}, "call finalize() after loading every tensor",
+    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "call finalize() after loading every tensor",
          "layer {} ran forward before process_weights_after_loading", layer.prefix());
   Tensor in = x.contiguous();
   Tensor y = Tensor::zeros({in.size(0), geo_.N_p}, DType::F32);
@@ -203,7 +203,7 @@ int64_t check_scales(const Tensor& scales_f32, const std::string& layer, const s
   auto v = s.span<float>();
   for (size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i]) || v[i] < 0)
-      fail("weights.scale", {.tensor = tensor, .layer = layer},
+      fail("weights.scale", {.file = {}, .tensor = tensor, .layer = layer},
            "the checkpoint is corrupt (scales must be finite and non-negative); re-download or re-export it",
            "{} scale at [{}, {}] is {}; weight scales must be finite and >= 0", tensor, i / cols, i % cols, v[i]);
     if (v[i] == 0) ++zeros;
@@ -219,7 +219,7 @@ void check_zero_points(const Tensor& zeros_i32, int bits, const std::string& lay
   auto v = z.span<int32_t>();
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0 || v[i] > max_code)
-      fail("weights.zero_point", {.tensor = tensor, .layer = layer},
+      fail("weights.zero_point", {.file = {}, .tensor = tensor, .layer = layer},
            "the zero points do not fit the declared bits; check bits and checkpoint_format (gptq vs gptq_v2)",
            "zero point of group {} column {} is {} ({}); {}-bit zero points must lie in [0, {}]", i / cols, i % cols,
            v[i], convention, bits, max_code);

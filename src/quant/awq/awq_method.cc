@@ -11,7 +11,7 @@ AwqLinearMethod::AwqLinearMethod(WNA16Scheme scheme) : WNA16LinearMethod("awq", 
 void AwqLinearMethod::check_partition(const LinearLayer& layer, const WNA16Geometry& geo) const {
   for (int64_t part : geo.output_partition_sizes)
     if (part % 8 != 0)
-      fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+      fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "use a smaller tensor-parallel size",
            "AWQ packs 8 output columns per int32 word, but an output partition of this rank has {} columns "
            "(N = {}, tensor-parallel size {}); the output size is not aligned with the quantized weight shape",
            part, geo.N, geo.tp_size);

@@ -15,7 +15,7 @@ constexpr const char* kKnownFormats[] = {"dense",           "sparse-bitmask",   
                                          "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
 
 [[noreturn]] void unsupported(const io::JsonView& where, const std::string& what) {
-  fail("config.unsupported_scheme", {.file = where.source()},
+  fail("config.unsupported_scheme", {.file = where.source(), .tensor = {}, .layer = {}},
        "this version of qlm loads compressed-tensors pack-quantized WNA16 checkpoints (int4/int8 weights, group or "
        "channel scales, no activation quantization); other schemes arrive with the W8A8 work",
        "{}: {} is not supported yet", where.path().empty() ? "quantization_config" : where.path(), what);

@@ -1,7 +1,8 @@
 // compressed-tensors quantization config (llm-compressor output; FORMATS.md §2.6): `format`,
 // `config_groups` (targets + QuantizationArgs), `ignore` (exact names or `re:` full-match regexes).
-// This issue serves the pack-quantized WNA16 scheme (int 4/8-bit weights, group or channel,
-// symmetric or not, actorder); every other scheme is rejected at config time naming it.
+// Schemes: pack-quantized WNA16 (int 4/8-bit weights, group or channel, symmetric or not,
+// actorder) and the 8-bit float-/int-/naive-quantized W8A8 / W8A16 schemes (ct_w8a8.h), in the
+// dispatch order of FORMATS.md §2.6; every other scheme is rejected at config time naming it.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "quant/compressed_tensors/ct_args.h"
+#include "quant/compressed_tensors/ct_w8a8.h"
 #include "quant/ignore_match.h"
 #include "quant/quantization_config.h"
 #include "quant/wna16_method.h"
@@ -28,8 +30,20 @@ class CompressedTensorsConfig final : public QuantizationConfig {
   std::string describe() const override;
   std::vector<std::string> unmatched_ignore_patterns() const override;
 
-  // The WNA16 scheme of one checkpoint module, nullopt when ignored or targeted by no group.
+  // The WNA16 scheme of one checkpoint module, nullopt when ignored, targeted by no group, or
+  // targeted by an 8-bit group (w8a8_scheme_for).
   std::optional<WNA16Scheme> scheme_for(const std::string& module, LayerInfo::Kind kind) const;
+  // The W8A8 / W8A16 scheme of one checkpoint module, nullopt unless an 8-bit group targets it.
+  std::optional<W8A8Scheme> w8a8_scheme_for(const std::string& module, LayerInfo::Kind kind) const;
+  // Whether kv_cache_scheme asks for an fp8 KV cache with checkpoint scales.
+  bool has_kv_cache_scheme() const { return kv_cache_scheme_; }
+
+  // Either scheme of a group (exactly one set), for fused-layer resolution.
+  struct Scheme {
+    std::optional<WNA16Scheme> wna16;
+    std::optional<W8A8Scheme> w8a8;
+    friend bool operator==(const Scheme&, const Scheme&) = default;
+  };
 
  private:
   struct Group {
@@ -38,7 +52,11 @@ class CompressedTensorsConfig final : public QuantizationConfig {
     std::vector<bool> class_target;
     ct::QuantArgs weights;
     WNA16Scheme scheme;
+    std::optional<W8A8Scheme> w8a8;  // set for 8-bit groups (then `scheme` is unused)
+    std::string format;
   };
+  std::optional<Scheme> resolve(const std::string& module, LayerInfo::Kind kind) const;
+  bool kv_cache_scheme_ = false;
   std::vector<Group> groups_;
   PatternList ignore_;
   mutable std::atomic<bool> linear_class_used_{false};

@@ -10,7 +10,7 @@ CtWNA16LinearMethod::CtWNA16LinearMethod(WNA16Scheme scheme)
 void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16Geometry& geo) const {
   const int64_t P = 32 / scheme().bits;
   if (geo.row_parallel && geo.K_p % P != 0)
-    fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+    fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "use a smaller tensor-parallel size",
          "weight_packed packs {} input columns per int32 word, but this rank's in_features K_p = {} "
          "(K = {}, tensor-parallel size {}) is not a multiple of it",
          P, geo.K_p, geo.K, geo.tp_size);
@@ -19,7 +19,7 @@ void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16G
   if (!scheme().symmetric && split_n)
     for (int64_t part : geo.output_partition_sizes)
       if (part % P != 0)
-        fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+        fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "use a smaller tensor-parallel size",
              "weight_zero_point packs {} output rows per int32 word, but an output partition of this rank "
              "has {} rows (N = {}, tensor-parallel size {})",
              P, part, geo.N, geo.tp_size);
@@ -74,7 +74,7 @@ WNA16Weights CtWNA16LinearMethod::to_standard_form(LinearLayer& layer, const WNA
   const int64_t shape_k = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{1}));
   const bool fused = geo.output_partition_sizes.size() > 1;
   if (shape_k != geo.K || (!fused && shape_n != geo.N))
-    fail("weights.shape", {.tensor = "weight_shape", .layer = name},
+    fail("weights.shape", {.file = {}, .tensor = "weight_shape", .layer = name},
          "the checkpoint does not match config.json (hidden/intermediate sizes)",
          "weight_shape is [{}, {}] but layer {} is [N = {}, K = {}]", shape_n, shape_k, name, geo.N, geo.K);
 

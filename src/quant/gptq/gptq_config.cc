@@ -33,7 +33,7 @@ GptqZeroConvention read_convention(const io::JsonView& cfg) {
     auto v = cfg.opt_string(k);
     if (!v) continue;
     if (value && *value != *v)
-      fail("config.value", {.file = cfg.source()}, "remove one of the two keys or make them agree",
+      fail("config.value", {.file = cfg.source(), .tensor = {}, .layer = {}}, "remove one of the two keys or make them agree",
            "{} says '{}' but {} says '{}'", cfg.key_path(key), *value, cfg.key_path(k), *v);
     value = v;
     key = k;
@@ -112,7 +112,7 @@ std::optional<WNA16Scheme> GptqConfig::scheme_for(const std::string& module, Lay
   const DynamicRule& first = rules_[hits.front()];
   for (size_t i : hits)
     if (rules_[i].skip != first.skip || (!first.skip && !(rules_[i].scheme == first.scheme)))
-      fail("config.dynamic_ambiguous", {.layer = module},
+      fail("config.dynamic_ambiguous", {.file = {}, .tensor = {}, .layer = module},
            "make the dynamic patterns disjoint, or give overlapping patterns the same overrides",
            "module {} matches dynamic patterns '{}' and '{}', which disagree ({} vs {}); their order cannot be "
            "relied on",

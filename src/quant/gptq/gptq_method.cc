@@ -19,14 +19,14 @@ void GptqLinearMethod::check_partition(const LinearLayer& layer, const WNA16Geom
   const int bits = scheme().bits;
   const int64_t unit = bits == 3 ? 32 : 32 / bits;  // values per whole number of int32 words
   if (geo.K_p % unit != 0)
-    fail("quant.partition", {.layer = layer.prefix()},
+    fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          geo.row_parallel ? "use a smaller tensor-parallel size" : "the checkpoint cannot be GPTQ-packed at this size",
          "GPTQ {}-bit qweight packs {} input rows per word group, but this rank's in_features K_p = {} "
          "(K = {}, tensor-parallel size {}) is not a multiple of it",
          bits, unit, geo.K_p, geo.K, geo.tp_size);
   for (int64_t part : geo.output_partition_sizes)
     if (part % unit != 0)
-      fail("quant.partition", {.layer = layer.prefix()}, "use a smaller tensor-parallel size",
+      fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "use a smaller tensor-parallel size",
            "GPTQ {}-bit qzeros pack {} output columns per word group, but an output partition of this "
            "rank has {} columns (tensor-parallel size {})",
            bits, unit, part, geo.tp_size);
@@ -97,7 +97,7 @@ WNA16Weights GptqLinearMethod::to_standard_form(LinearLayer& layer, const WNA16G
     }
     if (bad != stored.size()) {
       if (all_other)
-        fail("weights.zero_point_convention", {.tensor = "qzeros", .layer = name},
+        fail("weights.zero_point_convention", {.file = {}, .tensor = "qzeros", .layer = name},
              fmt::format("set checkpoint_format to \"{}\" in the quantization config if the checkpoint really is {}",
                          offset ? "gptq_v2" : "gptq", offset ? "v2" : "v1"),
              "symmetric {}-bit GPTQ qzeros store {} everywhere, which is the {} convention, but the config declares "
@@ -105,7 +105,7 @@ WNA16Weights GptqLinearMethod::to_standard_form(LinearLayer& layer, const WNA16G
              s.bits, other, offset ? "gptq_v2 (stored = zero)" : "gptq v1 (stored = zero - 1)",
              gptq_zero_convention_name(convention_));
       const int64_t cols = geo.N_p;
-      fail("weights.zero_point", {.tensor = "qzeros", .layer = name},
+      fail("weights.zero_point", {.file = {}, .tensor = "qzeros", .layer = name},
            "the checkpoint looks asymmetric: set sym to false in the quantization config",
            "symmetric {}-bit GPTQ requires every stored zero point to be {} under checkpoint_format {}, but group {} "
            "column {} stores {}",
