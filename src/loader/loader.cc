@@ -66,6 +66,8 @@ LoadReport load_from(const SourceView& src, ModuleSet& modules, const ProgressCa
           report.bytes_loaded += nbytes;
         } else if (target->layer->find_param(target->param)) {
           target->layer->load_weight(target->param, src.tensor(name), target->shard, name);
+          if (target->layer->method().uses_meta_device() && target->layer->incomplete_params().empty())
+            target->layer->finalize();  // online quantization: peak memory stays near the quantized size
           ++report.tensors_loaded;
           report.bytes_loaded += nbytes;
         } else if (target->param == "bias") {

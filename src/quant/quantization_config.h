@@ -51,6 +51,9 @@ class LinearMethod {
   virtual Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) = 0;
   // One line for plans and summaries: "uint4b8 g128 act-order".
   virtual std::string describe() const = 0;
+  // Online quantization (vLLM's uses_meta_device): the loader finalizes the layer as soon as its
+  // last tensor arrived, so its float weights are quantized and released before the next layer's.
+  virtual bool uses_meta_device() const { return false; }
 };
 
 // Later issues implement these; declared here so configs can answer for every layer kind.

@@ -16,8 +16,8 @@ constexpr const char* kKnownFormats[] = {"dense",           "sparse-bitmask",   
 
 [[noreturn]] void unsupported(const io::JsonView& where, const std::string& what) {
   fail("config.unsupported_scheme", {.file = where.source(), .tensor = {}, .layer = {}},
-       "this version of qlm loads compressed-tensors pack-quantized WNA16 checkpoints (int4/int8 weights, group or "
-       "channel scales, no activation quantization); other schemes arrive with the W8A8 work",
+       "qlm loads compressed-tensors pack-quantized WNA16 (int4/int8 weights), float-quantized FP8 W8A8/W8A16 and "
+       "int-/naive-quantized INT8 W8A8 checkpoints; other schemes are not implemented yet",
        "{}: {} is not supported yet", where.path().empty() ? "quantization_config" : where.path(), what);
 }
 
@@ -43,8 +43,15 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
       if (!(std::string(key) == "sparsity_config" && fmt_name == "dense"))
         unsupported(cfg, fmt::format("{} ({})", key, fmt_name.empty() ? "present" : fmt_name));
     }
-  if (cfg.has("kv_cache_scheme") && !cfg.is_null("kv_cache_scheme"))
-    unsupported(cfg, "kv_cache_scheme (quantized KV cache)");
+  if (auto kv = cfg.opt_object("kv_cache_scheme")) {
+    // vLLM CompressedTensorsKVCacheMethod: fp8 (float, 8 bits), per tensor or per head, symmetric.
+    const ct::QuantArgs a = ct::parse_quant_args(*kv);
+    if (a.type != ct::QuantType::Float || a.num_bits != 8 || !a.symmetric ||
+        (a.strategy != ct::Strategy::Tensor && a.strategy != ct::Strategy::AttnHead))
+      unsupported(cfg, fmt::format("kv_cache_scheme {} (the KV cache takes symmetric float8 per tensor or per "
+                                   "attention head)", a.describe()));
+    c->kv_cache_scheme_ = true;
+  }
 
   const io::JsonView groups = cfg.get_object("config_groups");
   for (const std::string& gname : groups.keys()) {
@@ -66,6 +73,18 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
         fmt::format("format '{}' with weights {}{}{}", format, weights ? weights->describe() : "unquantized",
                     inputs ? ", input activations " + inputs->describe() : "",
                     outputs ? ", output activations " + outputs->describe() : "");
+    if (std::string known = ct::known_unsupported(format, weights, inputs); !known.empty())
+      unsupported(g, fmt::format("the scheme {} ({})", scheme_desc, known));
+    if (format != "pack-quantized" && ct::is_activation_format(format) && weights && !outputs) {
+      std::string why;
+      std::optional<W8A8Scheme> w8 = ct::w8a8_scheme(format, *weights, inputs, &why);
+      if (!w8) unsupported(g, fmt::format("the scheme {} (no compressed-tensors compatible scheme: {})", scheme_desc, why));
+      grp.weights = *weights;
+      grp.w8a8 = std::move(w8);
+      grp.format = format;
+      c->groups_.push_back(std::move(grp));
+      continue;
+    }
     if (format != "pack-quantized") unsupported(g, "the scheme " + scheme_desc);
     if (!weights || inputs || outputs) unsupported(g, "the scheme " + scheme_desc + " (WNA16 quantizes weights only)");
     const ct::QuantArgs& wa = *weights;
@@ -76,6 +95,7 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
     if (wa.dynamic != ct::Dynamic::Static)
       unsupported(g, "the scheme " + scheme_desc + " (weights must be statically quantized)");
     grp.weights = wa;
+    grp.format = format;
     grp.scheme = WNA16Scheme{.bits = wa.num_bits,
                              .symmetric = wa.symmetric,
                              .group_size = wa.strategy == ct::Strategy::Channel ? -1 : *wa.group_size,
@@ -87,38 +107,57 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
   return c;
 }
 
-std::optional<WNA16Scheme> CompressedTensorsConfig::scheme_for(const std::string& module, LayerInfo::Kind kind) const {
+std::optional<CompressedTensorsConfig::Scheme> CompressedTensorsConfig::resolve(const std::string& module,
+                                                                                 LayerInfo::Kind kind) const {
+  auto of = [](const Group& g) {
+    return g.w8a8 ? Scheme{.wna16 = std::nullopt, .w8a8 = g.w8a8} : Scheme{.wna16 = g.scheme, .w8a8 = std::nullopt};
+  };
   if (ignore_.matches(module)) return std::nullopt;
   for (const Group& g : groups_)
-    if (g.targets.first_match(module)) return g.scheme;
+    if (g.targets.first_match(module)) return of(g);
   if (kind == LayerInfo::Kind::Linear)
     for (const Group& g : groups_)
       for (bool is_class : g.class_target)
         if (is_class) {
           linear_class_used_.store(true, std::memory_order_relaxed);
-          return g.scheme;
+          return of(g);
         }
   return std::nullopt;
+}
+
+std::optional<WNA16Scheme> CompressedTensorsConfig::scheme_for(const std::string& module, LayerInfo::Kind kind) const {
+  std::optional<Scheme> s = resolve(module, kind);
+  return s ? s->wna16 : std::nullopt;
+}
+
+std::optional<W8A8Scheme> CompressedTensorsConfig::w8a8_scheme_for(const std::string& module,
+                                                                   LayerInfo::Kind kind) const {
+  std::optional<Scheme> s = resolve(module, kind);
+  return s ? s->w8a8 : std::nullopt;
 }
 
 std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const LayerInfo& layer,
                                                                          const QuantContext& ctx) const {
   if (layer.kind != LayerInfo::Kind::Linear && layer.kind != LayerInfo::Kind::LmHead)
     return make_unquantized_linear_method();
-  std::function<std::optional<WNA16Scheme>(const std::string&)> resolve = [&](const std::string& n) {
-    return scheme_for(n, layer.kind);
+  std::function<std::optional<Scheme>(const std::string&)> resolve_one = [&](const std::string& n) {
+    return resolve(n, layer.kind);
   };
-  std::function<std::string(const std::optional<WNA16Scheme>&)> describe = [](const std::optional<WNA16Scheme>& s) {
-    return s ? s->describe() : std::string("unquantized (ignored or not targeted)");
+  std::function<std::string(const std::optional<Scheme>&)> describe = [](const std::optional<Scheme>& s) {
+    if (!s) return std::string("unquantized (ignored or not targeted)");
+    return s->w8a8 ? s->w8a8->describe() : s->wna16->describe();
   };
-  std::optional<WNA16Scheme> scheme = resolve_fused_scheme(layer, resolve, describe);
+  std::optional<Scheme> scheme = resolve_fused_scheme(layer, resolve_one, describe);
   if (!scheme) return make_unquantized_linear_method();
-  return std::make_unique<CtWNA16LinearMethod>(*scheme);
+  if (scheme->w8a8) return std::make_unique<W8A8LinearMethod>("compressed-tensors", *scheme->w8a8);
+  return std::make_unique<CtWNA16LinearMethod>(*scheme->wna16);
 }
 
 std::string CompressedTensorsConfig::describe() const {
-  std::string s = "compressed-tensors pack-quantized";
-  for (const Group& g : groups_) s += fmt::format(" {}: {}", g.name, g.weights.describe());
+  std::string s = "compressed-tensors";
+  for (const Group& g : groups_)
+    s += fmt::format(" {}: {} {}", g.name, g.format, g.w8a8 ? g.w8a8->describe() : g.weights.describe());
+  if (kv_cache_scheme_) s += " kv_cache=fp8";
   if (!ignore_.empty()) s += fmt::format(" ignore={}", ignore_.size());
   return s;
 }

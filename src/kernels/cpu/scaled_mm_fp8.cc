@@ -1,0 +1,128 @@
+// `cpu_fast_fp8`: FP8 e4m3 weights on the cpu_fast dense GEMM. e4m3 codes convert exactly to bf16
+// (4 significant bits, exponents 2^-9 .. 2^8), and so do e4m3-quantized activations, so with
+// per-tensor / per-channel scales the GEMM runs on the unscaled codes and both scales multiply the
+// f32 result: products are exact, only the f32 accumulation rounds. Block scales vary along K, so
+// they are folded into f32 weights (one rounding per weight) and the per-group activation scales
+// into the activations.
+#include <algorithm>
+#include <cstring>
+
+#include "core/float_convert.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_fast.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_args.h"
+#include "kernels/cpu/scaled_mm_act_quant.h"
+#include "kernels/scaled_mm.h"
+
+namespace qlm {
+namespace {
+
+class Fp8FastKernel final : public ScaledMMKernel {
+ public:
+  Fp8FastKernel(const ScaledMMConfig& c, const CpuFastOps* ops) : c_(c), ops_(ops) {}
+  std::string name() const override { return "cpu_fast_fp8"; }
+
+  void prepare(ScaledMMWeights w) override {
+    check_scaled_mm_weights(c_, w);
+    const int64_t N = w.N, K = w.K;
+    auto codes = w.codes.span<uint8_t>();
+    block_ = c_.weight_scale == WeightScaleKind::Block;
+    if (!block_) {
+      Tensor bf = Tensor::empty({N, K}, DType::BF16);
+      auto out = bf.span<uint16_t>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint16_t>(f32_bits(e4m3_to_f32(codes[i])) >> 16);
+      packed_ = pack_dense(bf);
+      col_scale_.resize(static_cast<size_t>(N));
+      const float* s = w.weight_scale.data<float>();
+      for (int64_t n = 0; n < N; ++n)
+        col_scale_[static_cast<size_t>(n)] = c_.weight_scale == WeightScaleKind::Tensor ? s[0] : s[n];
+    } else {
+      Tensor f = Tensor::empty({N, K}, DType::F32);
+      auto out = f.span<float>();
+      const float* s = w.weight_scale.data<float>();
+      const int64_t cols = w.weight_scale.size(1);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          out[n * K + k] = e4m3_to_f32(codes[n * K + k]) * s[n * cols + (k + w.k_phase) / w.block_k];
+      packed_ = pack_dense(f);
+    }
+    scalars_.K = K;
+    scalars_.N = N;
+    scalars_.k_phase = w.k_phase;
+    scalars_.block_k = w.block_k;
+    scalars_.input_scale = w.input_scale;
+  }
+
+  void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
+    const int64_t K = c_.K_p, N = c_.N_p;
+    const int64_t M = check_linear_args("cpu_fast_fp8", x, y, bias, K, N);
+    if (M == 0) return;
+    ThreadPool& pool = compute_pool();
+    float* yp = y.data<float>();
+    const float* b = bias ? bias->data<float>() : nullptr;
+    if (c_.act == ActScheme::None) {
+      ops_->dense(packed_, x.data<float>(), M, yp, block_ ? b : nullptr, pool);
+      if (!block_) scale_rows(yp, M, nullptr, b, pool);
+      return;
+    }
+    std::vector<float> xq(static_cast<size_t>(M * K));
+    ActScales s = quantize_acts_fp8(c_, scalars_, x.data<float>(), M, xq.data(), K, &pool);
+    if (block_) {
+      const int64_t group = c_.act == ActScheme::DynamicTokenGroup ? c_.act_group : K;
+      const int64_t phase = c_.act == ActScheme::DynamicTokenGroup ? scalars_.k_phase % group : 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) xq[m * K + k] *= s.scale[m * s.groups + (k + phase) / group];
+      ops_->dense(packed_, xq.data(), M, yp, b, pool);
+      return;
+    }
+    ops_->dense(packed_, xq.data(), M, yp, nullptr, pool);
+    scale_rows(yp, M, s.scale.data(), b, pool);
+  }
+
+  size_t weight_bytes() const override { return packed_.weight_bytes(); }
+
+ private:
+  // y[m, n] = y[m, n] * row[m] * col_scale[n] + bias[n]; row null means 1.
+  void scale_rows(float* y, int64_t M, const float* row, const float* bias, ThreadPool& pool) const {
+    const int64_t N = c_.N_p;
+    pool.parallel_for(0, M, 16, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const float r = row ? row[m] : 1.0f;
+        float* ym = y + m * N;
+        for (int64_t n = 0; n < N; ++n) ym[n] = ym[n] * r * col_scale_[static_cast<size_t>(n)] + (bias ? bias[n] : 0.0f);
+      }
+    });
+  }
+
+  ScaledMMConfig c_;
+  const CpuFastOps* ops_;
+  bool block_ = false;
+  PackedDense packed_;
+  std::vector<float> col_scale_;
+  ScaledMMWeights scalars_;  // shapes, phase and input scale; no tensors
+};
+
+const ScaledMMKernelRegistrar kRegister{{
+    .name = "cpu_fast_fp8",
+    .backend = "cpu_fast",
+    .device = DeviceType::CPU,
+    .priority = 10,
+    .can_implement = [](const ScaledMMConfig& c) -> std::optional<std::string> {
+      if (c.device.type != DeviceType::CPU) return "runs on CPU only";
+      if (!cpu_features().avx2_fma)
+        return fmt::format("this CPU lacks AVX2 + FMA + F16C (has: {})", cpu_features().describe());
+      if (auto r = scaled_mm_common_reason(c)) return r;
+      if (c.weight_type != W8Type::Fp8E4M3) return fmt::format("weights are {}, not fp8", w8_type_name(c.weight_type));
+      if (!c.act_symmetric) return std::string("FP8 activations are symmetric");
+      if (c.act == ActScheme::DynamicTokenGroup && c.weight_scale != WeightScaleKind::Block)
+        return std::string("per-token-group activations go with block weight scales");
+      return std::nullopt;
+    },
+    .create = [](const ScaledMMConfig& c) -> std::unique_ptr<ScaledMMKernel> {
+      return std::make_unique<Fp8FastKernel>(c, cpu_features().avx512 ? cpu_fast_avx512_ops() : cpu_fast_avx2_ops());
+    },
+}};
+
+}  // namespace
+}  // namespace qlm
