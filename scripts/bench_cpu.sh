@@ -40,6 +40,14 @@ run --format gptq --bits 4 --group 128 --k 4096 --n 4096 --m 1 --iters 50
 run --format gptq --bits 4 --group 128 --k 4096 --n 14336 --m 1 --iters 20
 run --format gptq --bits 3 --group 128 --k 4096 --n 4096 --m 1 --iters 20 --kernel cpu_fast
 run --format gptq --bits 2 --group 128 --k 4096 --n 4096 --m 1 --iters 20 --kernel cpu_fast
+# One thread: min_cpu_us is the undisturbed single-core time even on a busy machine.
+for m in 1 8 512; do
+  iters=20
+  [[ $m == 512 ]] && iters=3
+  "$BUILD_DIR/qlm" bench-linear --json --threads 1 --format gptq --bits 4 --group 128 --k 14336 --n 4096 --m $m \
+    --iters $iters >>"$tmp/bench_linear.jsonl"
+done
+"$BUILD_DIR/qlm" bench-linear --json --threads 1 --format fp32 --k 14336 --n 4096 --m 512 --iters 3 >>"$tmp/bench_linear.jsonl"
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$tmp/gbench.json" "$tmp/bench_linear.jsonl" "$OUT" "$load_before" "$load_after" <<'PY'
