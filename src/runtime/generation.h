@@ -14,8 +14,8 @@ namespace qlm::runtime {
 
 struct GenerationOptions {
   int64_t max_tokens = 128;
-  SamplingParams sampling;
-  std::vector<int32_t> eos_ids;  // generation stops after producing one of these (it is returned)
+  SamplingParams sampling{};
+  std::vector<int32_t> eos_ids{};  // generation stops after producing one of these (it is returned)
 };
 
 struct GenerationStats {

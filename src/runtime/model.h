@@ -25,11 +25,11 @@ struct ModelOptions {
   Device device = Device::cpu();
   int threads = 0;  // compute threads; 0 = every available core
   int tp = 1;       // tensor-parallel ranks (threads of this process on CPU)
-  std::optional<std::string> quantization;  // --quantization: a format name or alias to use instead
-  KernelPolicy kernels;                      // --linear-backend and per-format overrides
-  std::vector<std::string> quant_plugins;    // shared libraries registering more formats / kernels
-  ops::KvEncoding kv;                        // KV-cache storage (F32 by default)
-  ProgressCallback progress;                 // called by rank 0 while tensors load
+  std::optional<std::string> quantization{};  // --quantization: a format name or alias to use instead
+  KernelPolicy kernels{};                    // --linear-backend and per-format overrides
+  std::vector<std::string> quant_plugins{};  // shared libraries registering more formats / kernels
+  ops::KvEncoding kv{};                      // KV-cache storage (F32 by default)
+  ProgressCallback progress{};               // called by rank 0 while tensors load
 };
 
 // What runs each linear layer, as decided at load time.
