@@ -46,6 +46,17 @@ def render(data):
         "machine makes numbers lower and noisier). Google Benchmark, real time; weights are random "
         "and far larger than the caches.\n"
     )
+    try:
+        busy = float(str(data["load_before"]).split()[0]) > data["cores"]
+    except (ValueError, IndexError):
+        busy = False
+    if busy:
+        out.append(
+            f"**Measured on a busy machine** (load {data['load_before']} on {data['cores']} cores): wall-clock "
+            "rows are unreliable in both directions (preemption slows them; a cache left warm by an "
+            "interrupted neighbour can lift a row above the measured bandwidth). The single-core CPU-time "
+            "table at the end is the dependable part; re-run `scripts/bench_cpu.sh` on an idle machine.\n"
+        )
     out.append(
         "Kernels: `cpu_fast_avx512` (W4A16 and other WNA16) and `cpu_fast_dense` repack weights once into "
         "32-column tiles that stream sequentially (codes in 32-bit words along K, f32 group scales, exact "
