@@ -81,12 +81,8 @@ TEST(CompressedTensorsConfig, QuantArgsValidators) {  // B.5 item 18
 }
 
 TEST(CompressedTensorsConfig, OtherSchemesNotSupportedYet) {
-  EXPECT_QLM_ERROR(parse(R"({"num_bits": 8, "type": "float", "strategy": "channel"})", "float-quantized",
-                         R"(, "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true})"),
-                   "config.unsupported_scheme", "format 'float-quantized'");
-  EXPECT_QLM_ERROR(parse(R"({"num_bits": 8, "strategy": "channel"})", "int-quantized",
-                         R"(, "input_activations": {"num_bits": 8, "strategy": "token", "dynamic": true})"),
-                   "config.unsupported_scheme", "not supported yet");
+  // FP8/INT8 W8A8 schemes (float-/int-quantized) and the fp8 KV cache are served by the W8A8 work
+  // (src/quant/w8a8_method.*); what is still unsupported is rejected naming the scheme.
   EXPECT_QLM_ERROR(parse(R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})",
                          "nvfp4-pack-quantized"),
                    "config.unsupported_scheme", "nvfp4-pack-quantized");
@@ -104,7 +100,7 @@ TEST(CompressedTensorsConfig, OtherSchemesNotSupportedYet) {
                    "config.unsupported_scheme", "sparse-24-bitmask");
   EXPECT_QLM_ERROR(CompressedTensorsConfig::from_json(json(R"({"format": "pack-quantized",
       "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 4, "group_size": 128}}},
-      "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}})")),
+      "kv_cache_scheme": {"num_bits": 4, "type": "int", "strategy": "tensor"}})")),
                    "config.unsupported_scheme", "kv_cache_scheme");
   EXPECT_QLM_ERROR(parse(R"({"num_bits": 4, "group_size": 128})", "pack-quantized", R"(, "sparsity": 0.5)"),
                    "config.unknown_key", "sparsity");

@@ -60,9 +60,14 @@ TEST_P(PackingBits, EveryCodeInEveryFieldPosition) {
       std::vector<uint8_t> codes(32, 0);
       codes[i] = static_cast<uint8_t>(code);
       Tensor p = pack_rows(codes, 32, 1, bits);
-      unsigned __int128 stream = 0;
-      for (int64_t w = 0; w < p.size(0); ++w) stream |= static_cast<unsigned __int128>(word(p, w, 0)) << (32 * w);
-      ASSERT_TRUE(stream == static_cast<unsigned __int128>(code) << (i * bits)) << "code " << code << " field " << i;
+      std::vector<uint32_t> expected(static_cast<size_t>(p.size(0)), 0u);
+      for (int j = 0; j < bits; ++j)
+        if ((code >> j) & 1) {
+          const int64_t pos = i * bits + j;
+          expected[static_cast<size_t>(pos / 32)] |= 1u << (pos % 32);
+        }
+      for (int64_t w = 0; w < p.size(0); ++w)
+        ASSERT_EQ(word(p, w, 0), expected[static_cast<size_t>(w)]) << "code " << code << " field " << i << " word " << w;
       Tensor pc = pack_cols(codes, 1, 32, bits);
       for (int64_t w = 0; w < p.size(0); ++w) ASSERT_EQ(word(pc, 0, w), word(p, w, 0));
       ASSERT_EQ(unpack_rows(p, 32, bits), codes);
