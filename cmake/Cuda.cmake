@@ -12,7 +12,8 @@ if(NOT QLM_CUDA STREQUAL "OFF")
     # -gencode for sm_80 and sm_90 (CMake turns each entry into one -gencode pair).
     set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures")
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    # CMake 3.25 has no CUDA20 dialect for nvcc; CUDA sources are C++17 and include no C++20 headers.
+    set(CMAKE_CUDA_STANDARD 17)
     find_package(CUDAToolkit REQUIRED)
     set(QLM_WITH_CUDA ON)
     set(QLM_WITH_CUDA ON CACHE INTERNAL "CUDA backend built")

@@ -107,6 +107,9 @@ Json parse_json_strict(std::string_view text, const std::string& source) {
   Json::parser_callback_t callback = [&state](int /*depth*/, Json::parse_event_t event, Json& parsed) {
     return state.on_event(event, parsed);
   };
+  // nlohmann stops at a NUL byte as if the input ended there, so "{}\0garbage" would parse.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    fail("json.parse", in_file(source), "", "invalid JSON at byte {}: NUL byte", nul + 1);
   try {
     return Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
                        /*ignore_comments=*/false);

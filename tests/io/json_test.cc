@@ -126,6 +126,13 @@ TEST(JsonParse, EmbeddedNulByteIsRejected) {
   expect_error([&] { parse_json_strict(text, "t"); }, "json.parse", "byte");
 }
 
+TEST(JsonParse, NulByteAfterAValidDocumentIsRejected) {
+  std::string text = "{}";
+  text.push_back('\0');
+  text += "garbage";
+  expect_error([&] { parse_json_strict(text, "t"); }, "json.parse", "NUL byte");
+}
+
 TEST(JsonParse, HugeNumbers) {
   expect_error([] { parse_json_strict(R"({"x": 1e400})", "t"); }, "json.number_range", "1e400");
   expect_error([] { parse_json_strict(R"({"x": [-1e99999]})", "t"); }, "json.number_range", "-1e99999");
