@@ -97,6 +97,9 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   if (tp > 1) m.group = std::make_unique<LocalCommGroup>(tp);
   const QuantContext ctx{.device = options.device, .capability = 0, .act_dtype = DType::F32, .kernels = options.kernels};
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
+  // KV-cache storage is the user's choice for now; an fp8 cache will come from the KV-cache method
+  // (src/quant/kv_cache): one per attention layer, its scales registered with each rank's modules
+  // and handed to KvCache::set_scales after loading (ops/kv_cache.h).
   for (int r = 0; r < tp; ++r) {
     const models::RankOptions rank{.quant = m.quant.get(), .ctx = ctx,
                                    .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = options.kv};

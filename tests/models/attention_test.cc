@@ -75,7 +75,28 @@ TEST(Attention, HalfPrecisionCacheIsClose) {
   check_attention(KvDType::BF16, 0, 3e-2);
 }
 
-TEST(KvCache, GrowsAndKeepsContents) {
+TEST(Attention, ScaledCacheMatchesUnscaled) {
+  // Per-layer scales divide on write and multiply on read: with exact F32 storage and power-of-two
+  // scales the result is unchanged.
+  const AttentionParams p{.heads = 2, .kv_heads = 1, .head_dim = 4, .scale = 0.5f, .sliding_window = 0};
+  std::vector<float> k(12), v(12), q(8);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = value(static_cast<int64_t>(i), 0.3f);
+    v[i] = value(static_cast<int64_t>(i), 0.7f);
+  }
+  for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.9f);
+  std::vector<float> plain(8), scaled(8);
+  for (auto [out, ks] : {std::pair{&plain, 1.0f}, std::pair{&scaled, 4.0f}}) {
+    KvCache cache(1, 1, 4);
+    cache.set_scales(0, ks, 0.25f * ks);
+    cache.reserve(3);
+    cache.write(0, 0, k.data(), v.data(), 3, 4);
+    ops::attention(q.data(), 8, 1, 2, cache, 0, p, out->data(), 8);
+  }
+  EXPECT_EQ(plain, scaled);
+}
+
+TEST(KvCacheStorage, GrowsAndKeepsContents) {
   KvCache cache(1, 1, 2);
   const float a[2] = {1, 2}, b[2] = {3, 4};
   cache.reserve(1);

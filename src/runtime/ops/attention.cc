@@ -24,7 +24,7 @@ void attend_one(const float* q, const KvCache& cache, int64_t layer, int64_t kv_
   const int64_t d = p.head_dim, row = cache.kv_heads() * d;
   const void* kd = cache.k_data(layer);
   const void* vd = cache.v_data(layer);
-  const float k_scale = cache.encoding().k_scale, v_scale = cache.encoding().v_scale;
+  const float k_scale = cache.k_scale(layer), v_scale = cache.v_scale(layer);
   const int64_t n = last - first + 1;
   scores.resize(static_cast<size_t>(n));
   float max_score = -INFINITY;

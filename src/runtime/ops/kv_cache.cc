@@ -34,8 +34,15 @@ size_t kv_dtype_size(KvDType dtype) {
 
 KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
     : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
-      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)) {
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)),
+      k_scale_(static_cast<size_t>(layers), 1.0f), v_scale_(static_cast<size_t>(layers), 1.0f) {
   QLM_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0);
+}
+
+void KvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
+  QLM_CHECK(layer >= 0 && layer < layers_ && k_scale > 0 && v_scale > 0 && length_ == 0);
+  k_scale_[static_cast<size_t>(layer)] = k_scale;
+  v_scale_[static_cast<size_t>(layer)] = v_scale;
 }
 
 uint64_t KvCache::bytes() const {
@@ -84,8 +91,8 @@ void KvCache::write(int64_t layer, int64_t slot0, const float* k, const float* v
   std::byte* vd = v_[static_cast<size_t>(layer)].data();
   for (int64_t t = 0; t < tokens; ++t) {
     const size_t off = static_cast<size_t>(slot0 + t) * row_bytes;
-    encode_row(encoding_.dtype, encoding_.k_scale, k + t * stride, kd + off, row_elems());
-    encode_row(encoding_.dtype, encoding_.v_scale, v + t * stride, vd + off, row_elems());
+    encode_row(encoding_.dtype, k_scale(layer), k + t * stride, kd + off, row_elems());
+    encode_row(encoding_.dtype, v_scale(layer), v + t * stride, vd + off, row_elems());
   }
 }
 

@@ -1,11 +1,12 @@
 // Key/value cache of one sequence on one tensor-parallel rank: per layer, K and V rows of
 // [slots, kv_heads, head_dim] in the storage dtype. Slots are token positions 0, 1, 2, ... in order.
 //
-// Storage dtypes: F32 (default, exact), F16 and BF16 (rounded to nearest even on write). fp8 is
-// the job of a KVCacheMethod (QuantizationConfig::get_kv_cache_method, FORMATS.md §7): it will add
-// a KvDType (e.g. F8_E4M3) with per-layer k/v scales in KvEncoding, and encode/decode below are the
-// only code that changes; the switches over KvDType have no default, so a new dtype fails to compile
-// until every site handles it.
+// Storage dtypes: F32 (default, exact), F16 and BF16 (rounded to nearest even on write). Values are
+// stored as x / scale and read as stored · scale with per-layer k and v scales (1 unless set). fp8
+// is the job of the KV-cache method (src/quant/kv_cache, FORMATS.md §7): it adds a KvDType (e.g.
+// F8_E4M3), encodes/decodes in the two switches of kv_cache.cc / attention.cc, and hands each
+// layer's checkpoint scales to set_scales(); the switches over KvDType have no default, so a new
+// dtype fails to compile until every site handles it.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +25,9 @@ const char* kv_dtype_name(KvDType dtype);
 std::optional<KvDType> kv_dtype_from_name(std::string_view name);
 size_t kv_dtype_size(KvDType dtype);
 
-// How values are stored: the dtype and (for quantized caches, later) the scales that divide
-// values on write and multiply them on read.
+// How values are stored.
 struct KvEncoding {
   KvDType dtype = KvDType::F32;
-  float k_scale = 1.0f;
-  float v_scale = 1.0f;
 };
 
 class KvCache {
@@ -43,6 +41,11 @@ class KvCache {
   int64_t length() const { return length_; }  // committed slots
   int64_t capacity() const { return capacity_; }
   uint64_t bytes() const;  // storage in use by all layers (capacity, K and V)
+
+  // Per-layer scales: stored = x / scale, read = stored · scale. Set before anything is written.
+  void set_scales(int64_t layer, float k_scale, float v_scale);
+  float k_scale(int64_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }
+  float v_scale(int64_t layer) const { return v_scale_[static_cast<size_t>(layer)]; }
 
   // Ensures room for `slots` slots in every layer (grows geometrically, keeps the contents).
   void reserve(int64_t slots);
@@ -64,6 +67,7 @@ class KvCache {
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<std::vector<std::byte>> k_, v_;
+  std::vector<float> k_scale_, v_scale_;
 };
 
 }  // namespace qlm::ops
