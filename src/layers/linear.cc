@@ -365,7 +365,20 @@ void LinearLayer::load_weight(const std::string& param_name, const Tensor& full,
             p.load_scalar_slot(flat.numel() == n ? flat.narrow(0, i, 1) : full, static_cast<int>(i), source);
         }
         return;
-      case ParamKind::Replicated: p.load_whole(full, source); return;
+      case ParamKind::Replicated: {
+        // Per-part metadata of a fused layer: one row per part ([num_parts, ...]).
+        const auto parts = static_cast<int64_t>(output_partition_sizes_.size());
+        const bool per_part = is_fused(spec_.kind) && p.shape().size() == static_cast<size_t>(full.dim()) + 1 &&
+                              p.shape()[0] == parts;
+        if (!per_part) {
+          p.load_whole(full, source);
+        } else if (shard.kind != ShardId::Kind::Whole) {
+          p.load_part_slot(full, shard.slot(), source);
+        } else {
+          for (int64_t i = 0; i < parts; ++i) p.load_part_slot(full, static_cast<int>(i), source);
+        }
+        return;
+      }
       case ParamKind::RowVector:
         if (spec_.kind == LinearKind::Row) p.load_row(full, r, T, source);
         else p.load_whole(full, source);

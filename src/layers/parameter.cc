@@ -208,6 +208,10 @@ Tensor Parameter::convert_source(const Tensor& src, const std::string& source) c
   const bool widen = dtype_ == DType::F32 && is_scale_kind(kind_) &&
                      (src.dtype() == DType::F16 || src.dtype() == DType::BF16);
   if (widen) return src.to(DType::F32);
+  // Integer metadata (compressed-tensors writes weight_shape as I32 or I64) widens exactly.
+  const bool widen_int = dtype_ == DType::I64 && kind_ == ParamKind::Replicated &&
+                         (src.dtype() == DType::I32 || src.dtype() == DType::I16 || src.dtype() == DType::I8);
+  if (widen_int) return src.to(DType::I64);
   fail("loader.dtype", {.file = {}, .tensor = source, .layer = {}},
        "the checkpoint does not match what config.json declares; check torch_dtype and the quantization format",
        "parameter '{}' ({}) has dtype {} but checkpoint tensor '{}' is {}", name_, param_kind_name(kind_),
@@ -324,6 +328,20 @@ void Parameter::load_scalar_slot(const Tensor& full, int slot, const std::string
     fail("loader.shard_id", {.file = {}, .tensor = source, .layer = {}}, "",
          "parameter '{}' of shape {} has no per-tensor slot {}", name_, shape_str(shape_), slot);
   write_region(0, slot, slot + 1, full.contiguous().view({1}), source);
+}
+
+void Parameter::load_part_slot(const Tensor& full, int slot, const std::string& source) {
+  Shape row(shape_.begin() + (shape_.empty() ? 0 : 1), shape_.end());
+  if (shape_.empty() || full.shape() != row)
+    fail("loader.shape", {.file = {}, .tensor = source, .layer = {}}, kShapeRemedy,
+         "parameter '{}' {} holds one {} per part but checkpoint tensor '{}' is {}", name_, shape_str(shape_),
+         shape_str(row), source, full.str());
+  if (slot < 0 || slot >= shape_[0])
+    fail("loader.shard_id", {.file = {}, .tensor = source, .layer = {}}, "",
+         "parameter '{}' of shape {} has no part slot {}", name_, shape_str(shape_), slot);
+  Shape one = shape_;
+  one[0] = 1;
+  write_region(0, slot, slot + 1, full.contiguous().view(one), source);
 }
 
 bool Parameter::fully_written() const {

@@ -89,6 +89,9 @@ class Parameter {
   void load_row(const Tensor& full, int tp_rank, int tp_size, const std::string& source);
   // Per-tensor scale slot `slot` <- a scalar or [1] tensor.
   void load_scalar_slot(const Tensor& full, int slot, const std::string& source);
+  // Replicated per-part metadata of a fused layer (e.g. compressed-tensors weight_shape): this
+  // parameter is [num_parts, ...] and row `slot` <- `full` of shape [...].
+  void load_part_slot(const Tensor& full, int slot, const std::string& source);
 
   // Whether every element has been written (optional params may be entirely unwritten).
   bool fully_written() const;

@@ -127,13 +127,10 @@ TEST(WNA16StandardForm, SymmetricAndActOrderGptqMatchesCompressedTensors) {
 TEST(WNA16StandardForm, CompressedTensorsAcceptsI32WeightShape) {
   const IntQuant q = hand_built(4, 32, true, false);
   CheckpointTensors t = encode_ct(q, false, DType::I32);
-  // The loader only widens float scales; an I32 weight_shape into the I64 parameter is reported
-  // until integer widening exists, so the test documents the current behaviour either way.
-  try {
-    standard_form(ct_json(4, 32, true, false), t);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), "loader.dtype") << e.what();
-  }
+  // The compressor writes weight_shape as I32; the I64 parameter widens it exactly.
+  const WNA16Weights i32 = standard_form(ct_json(4, 32, true, false), t);
+  const WNA16Weights i64 = standard_form(ct_json(4, 32, true, false), encode_ct(q, false, DType::I64));
+  expect_identical(i32, i64, "I32 vs I64 weight_shape");
 }
 
 // ---- value checks ----

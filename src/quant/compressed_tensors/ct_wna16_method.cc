@@ -56,27 +56,29 @@ void CtWNA16LinearMethod::declare_params(LinearLayer& layer, const WNA16Geometry
     g_idx.input_dim = 0;
     layer.add_param(std::move(g_idx));
   }
-  // weight_shape differs between the parts of a fused layer ([N_q, K], [N_k, K], ...), which one
-  // replicated parameter cannot hold; there it is optional and only K is checked when present.
-  Parameter shape("weight_shape", ParamKind::Replicated, {2}, DType::I64);
-  shape.optional = geo.output_partition_sizes.size() > 1;
+  // weight_shape is the [N, K] of one logical matrix, so a fused layer holds one row per part
+  // ([N_q, K], [N_k, K], ...).
+  const auto parts = static_cast<int64_t>(geo.output_partition_sizes.size());
+  Parameter shape("weight_shape", ParamKind::Replicated, parts > 1 ? Shape{parts, 2} : Shape{2}, DType::I64);
   layer.add_param(std::move(shape));
 }
 
 WNA16Weights CtWNA16LinearMethod::to_standard_form(LinearLayer& layer, const WNA16Geometry& geo) const {
   const WNA16Scheme& s = scheme();
   const std::string& name = layer.prefix();
-  // weight_shape names the unpartitioned [N, K] of one logical matrix; for fused layers each part
-  // writes its own N, so only K can be checked against the layer.
-  Parameter& shape_param = layer.param("weight_shape");
-  const Tensor& shape = shape_param.written_at_all() ? shape_param.data() : Tensor::from_vector(std::vector<int64_t>{geo.N, geo.K}, {2});
-  const int64_t shape_n = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{0}));
-  const int64_t shape_k = static_cast<int64_t>(shape.item_as_double(std::vector<int64_t>{1}));
-  const bool fused = geo.output_partition_sizes.size() > 1;
-  if (shape_k != geo.K || (!fused && shape_n != geo.N))
-    fail("weights.shape", {.file = {}, .tensor = "weight_shape", .layer = name},
-         "the checkpoint does not match config.json (hidden/intermediate sizes)",
-         "weight_shape is [{}, {}] but layer {} is [N = {}, K = {}]", shape_n, shape_k, name, geo.N, geo.K);
+  // weight_shape is the unpartitioned [N, K] of each logical matrix; a fused layer has one row per
+  // part, whose N is that part's, so only K is checked there.
+  const Tensor shape = layer.param("weight_shape").data().contiguous();
+  const bool fused = shape.dim() == 2;
+  const int64_t rows = fused ? shape.size(0) : 1;
+  const auto* dims = shape.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t shape_n = dims[2 * r], shape_k = dims[2 * r + 1];
+    if (shape_k != geo.K || (!fused && shape_n != geo.N))
+      fail("weights.shape", {.file = {}, .tensor = "weight_shape", .layer = name},
+           "the checkpoint does not match config.json (hidden/intermediate sizes)",
+           "weight_shape is [{}, {}] but layer {} is [N = {}, K = {}]", shape_n, shape_k, name, geo.N, geo.K);
+  }
 
   WNA16Weights w;
   w.weight_type = s.weight_type();
