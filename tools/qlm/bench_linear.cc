@@ -1,5 +1,5 @@
 // `qlm bench-linear`: times one linear layer's kernel on random weights.
-//   qlm bench-linear --format {fp32,bf16,awq,gptq,ct} --bits B --group G [--asym] [--act-order]
+//   qlm bench-linear --format {fp32,bf16,awq,gptq,ct,fp8,int8} --bits B --group G [--asym] [--act-order]
 //                    --k K --n N --m M [--device cpu|cuda] [--kernel NAME] [--threads T] [--iters I] [--json]
 // The contract of the JSON object (one line) is fixed: median_us, min_us, gflops (2*M*N*K / median),
 // weight_gbps (prepared weight bytes / median), kernel, m, k, n, bits, group, format, threads, plus extras.
@@ -21,8 +21,10 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/random_weights.h"
+#include "kernels/cpu/scaled_mm_random.h"
 #include "kernels/dense_linear.h"
 #include "kernels/mp_linear.h"
+#include "kernels/scaled_mm.h"
 #include "tools/qlm/commands.h"
 
 namespace qlm::cli {
@@ -107,6 +109,20 @@ Prepared prepare_wna16(const BenchLinearOptions& o) {
           [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
 }
 
+// fp8 / int8 W8A8 (scaled-mm): dynamic per-token activations quantized inside the timed call.
+Prepared prepare_scaled_mm(const BenchLinearOptions& o) {
+  const ScaledMMConfig cfg = bench_scaled_mm_config(o.format, o.k, o.n);
+  auto [entry, sel] = ScaledMMKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "scaled-mm linear", "bench");
+  const ScaledMMWeights weights = random_scaled_mm_weights(cfg, 7);
+  auto kernels = std::make_shared<std::vector<std::unique_ptr<ScaledMMKernel>>>();
+  do {
+    kernels->push_back(entry->create(cfg));
+    kernels->back()->prepare(weights);
+  } while (static_cast<int>(kernels->size()) < copies_for(o, kernels->front()->weight_bytes()));
+  return {kernels->front()->name(), kernels->front()->weight_bytes(), static_cast<int>(kernels->size()),
+          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
+}
+
 void check_options(const BenchLinearOptions& o) {
   if (o.device == "cuda") {
 #ifdef QLM_WITH_CUDA
@@ -135,7 +151,8 @@ void bench_linear(const BenchLinearOptions& o) {
   check_options(o);
   set_compute_threads(o.threads);
   const bool dense = o.format == "fp32" || o.format == "bf16";
-  Prepared p = dense ? prepare_dense(o) : prepare_wna16(o);
+  const bool w8a8 = o.format == "fp8" || o.format == "int8";
+  Prepared p = dense ? prepare_dense(o) : w8a8 ? prepare_scaled_mm(o) : prepare_wna16(o);
 
   Tensor x = random_float_tensor(o.m, o.k, DType::F32, 11);
   Tensor y = Tensor::empty({o.m, o.n}, DType::F32);
@@ -166,8 +183,8 @@ void bench_linear(const BenchLinearOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["format"] = o.format;
-    j["bits"] = dense ? (o.format == "bf16" ? 16 : 32) : o.bits;
-    j["group"] = dense ? 0 : o.group;
+    j["bits"] = dense ? (o.format == "bf16" ? 16 : 32) : w8a8 ? 8 : o.bits;
+    j["group"] = dense || w8a8 ? 0 : o.group;
     j["asym"] = o.asym || o.format == "awq";
     j["act_order"] = o.act_order;
     j["m"] = o.m;
@@ -201,7 +218,7 @@ void register_bench_linear_command(CLI::App& app) {
   auto opts = std::make_shared<BenchLinearOptions>();
   auto* cmd = app.add_subcommand("bench-linear", "Time one linear layer's kernel on random weights");
   cmd->add_option("--format", opts->format, "Weight format")
-      ->check(CLI::IsMember({"fp32", "bf16", "awq", "gptq", "ct"}))
+      ->check(CLI::IsMember({"fp32", "bf16", "awq", "gptq", "ct", "fp8", "int8"}))
       ->capture_default_str();
   cmd->add_option("--bits", opts->bits, "Weight bits (quantized formats)")->capture_default_str();
   cmd->add_option("--group", opts->group, "Group size, -1 for channelwise")->capture_default_str();

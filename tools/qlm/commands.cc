@@ -15,6 +15,7 @@ void register_all_commands(CLI::App& app) {
   register_bench_linear_command(app);
   register_generate_command(app);
   register_logits_command(app);
+  register_quantize_command(app);
 }
 
 }  // namespace qlm::cli

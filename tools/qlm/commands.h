@@ -14,5 +14,6 @@ void register_inspect_command(CLI::App& app);  // inspect.cc
 void register_bench_linear_command(CLI::App& app);  // bench_linear.cc
 void register_generate_command(CLI::App& app);  // generate.cc
 void register_logits_command(CLI::App& app);  // logits.cc
+void register_quantize_command(CLI::App& app);  // quantize.cc
 
 }  // namespace qlm::cli
