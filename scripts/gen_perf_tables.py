@@ -139,6 +139,7 @@ W8A8_BEGIN = "<!-- cpu-w8a8:begin -->"
 W8A8_END = "<!-- cpu-w8a8:end -->"
 # ggml q8_0 on this machine (PERFORMANCE.md section 0): (us/run, GFLOP/s).
 GGML_Q8_0 = {1: (2853, 41.2), 8: (10766, 87.3), 512: (718229, 83.7)}
+IDLE_READ_GBPS = 27.0  # two threads, idle machine (PERFORMANCE.md section 0)
 
 
 def render_w8a8(data):
@@ -163,7 +164,15 @@ def render_w8a8(data):
         "bias). FP8: `cpu_fast_fp8` — e4m3 codes converted exactly to bf16 and run on the dense cpu_fast "
         "GEMM, scales applied to the f32 result.\n"
     )
-    out.append(f"Memory read bandwidth (all threads): {'–' if bw is None else f'{bw:.1f}'} GB/s.\n")
+    load = ctx.get("load_avg") or [0]
+    if load and ctx.get("num_cpus") and load[0] > ctx["num_cpus"]:
+        out.append(
+            f"**Measured on a busy machine** (load {load[0]:.1f} on {ctx['num_cpus']} CPUs): rows are low and noisy, "
+            "and the bandwidth measured during the run is depressed too; re-run on an idle machine.\n"
+        )
+    m1 = rows.get("BM_Int8W8A8", {}).get(1, {}).get("weight_gbps")
+    idle = "" if m1 is None else f" INT8 M=1 streams its weights at {100 * m1 / IDLE_READ_GBPS:.0f} % of the idle-machine read bandwidth ({IDLE_READ_GBPS} GB/s, PERFORMANCE.md §0)."
+    out.append(f"Memory read bandwidth during the run (all threads): {'–' if bw is None else f'{bw:.1f}'} GB/s.{idle}\n")
     out.append("| format | M | kernel | µs | GFLOP/s | weight GB/s | % of read bandwidth | ggml q8_0 µs / GFLOP/s | vs ggml |")
     out.append("|---|---|---|---|---|---|---|---|---|")
     for name, label in (("BM_Int8W8A8", "int8"), ("BM_Fp8W8A8", "fp8")):
