@@ -5,6 +5,7 @@
 #include "kernels/cpu/cpu_fast.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/kernel_args.h"
+#include "kernels/cpu/wna16_standard.h"
 #include "kernels/mp_linear.h"
 
 namespace qlm {
@@ -31,14 +32,7 @@ class Wna16FastKernel final : public MPLinearKernel {
 std::optional<std::string> fast_can_implement(const MPLinearLayerConfig& c, bool isa_present, const char* isa) {
   if (c.device.type != DeviceType::CPU) return "runs on CPU only";
   if (!isa_present) return fmt::format("this CPU lacks {} (has: {})", isa, cpu_features().describe());
-  int bits = c.weight_type.bits;
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    return fmt::format("weight type {} has {} bits; supported: 2, 3, 4, 8", c.weight_type.name(), bits);
-  if (c.act_dtype != DType::F32 && c.act_dtype != DType::BF16 && c.act_dtype != DType::F16)
-    return fmt::format("activation dtype {} is not F32, BF16 or F16", dtype_name(c.act_dtype));
-  if (c.group_size != -1 && c.group_size <= 0) return fmt::format("group size {} is invalid", c.group_size);
-  if (c.K_p <= 0 || c.N_p <= 0) return fmt::format("empty partition K_p={} N_p={}", c.K_p, c.N_p);
-  return std::nullopt;
+  return cpu_wna16_can_implement(c);  // beyond the ISA, the fast kernels take what cpu_ref takes
 }
 
 const MPKernelRegistrar kRegisterAvx512{{

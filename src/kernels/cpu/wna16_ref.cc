@@ -8,6 +8,19 @@
 #include "kernels/mp_linear.h"
 
 namespace qlm {
+
+std::optional<std::string> cpu_wna16_can_implement(const MPLinearLayerConfig& c) {
+  if (c.device.type != DeviceType::CPU) return "runs on CPU only";
+  int bits = c.weight_type.bits;
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+    return fmt::format("weight type {} has {} bits; supported: 2, 3, 4, 8", c.weight_type.name(), bits);
+  if (c.act_dtype != DType::F32 && c.act_dtype != DType::BF16 && c.act_dtype != DType::F16)
+    return fmt::format("activation dtype {} is not F32, BF16 or F16", dtype_name(c.act_dtype));
+  if (c.group_size != -1 && c.group_size <= 0) return fmt::format("group size {} is invalid", c.group_size);
+  if (c.K_p <= 0 || c.N_p <= 0) return fmt::format("empty partition K_p={} N_p={}", c.K_p, c.N_p);
+  return std::nullopt;
+}
+
 namespace {
 
 class Wna16RefKernel final : public MPLinearKernel {
@@ -65,24 +78,12 @@ class Wna16RefKernel final : public MPLinearKernel {
   WNA16Weights w_;
 };
 
-std::optional<std::string> ref_can_implement(const MPLinearLayerConfig& c) {
-  if (c.device.type != DeviceType::CPU) return "runs on CPU only";
-  int bits = c.weight_type.bits;
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    return fmt::format("weight type {} has {} bits; supported: 2, 3, 4, 8", c.weight_type.name(), bits);
-  if (c.act_dtype != DType::F32 && c.act_dtype != DType::BF16 && c.act_dtype != DType::F16)
-    return fmt::format("activation dtype {} is not F32, BF16 or F16", dtype_name(c.act_dtype));
-  if (c.group_size != -1 && c.group_size <= 0) return fmt::format("group size {} is invalid", c.group_size);
-  if (c.K_p <= 0 || c.N_p <= 0) return fmt::format("empty partition K_p={} N_p={}", c.K_p, c.N_p);
-  return std::nullopt;
-}
-
 const MPKernelRegistrar kRegisterRef{{
     .name = "cpu_ref",
     .backend = "cpu_ref",
     .device = DeviceType::CPU,
     .priority = 100,
-    .can_implement = ref_can_implement,
+    .can_implement = cpu_wna16_can_implement,
     .create = [](const MPLinearLayerConfig&) -> std::unique_ptr<MPLinearKernel> {
       return std::make_unique<Wna16RefKernel>();
     },

@@ -3,11 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "quant/wna16_weights.h"
 
 namespace qlm {
+
+struct MPLinearLayerConfig;
+// What every CPU WNA16 kernel can run: bits 2/3/4/8, F32/BF16/F16 activations, any valid group,
+// zero points and g_idx. nullopt when `c` is runnable, else the reason (cpu_ref's full rule; the
+// fast kernels add their ISA check in front).
+std::optional<std::string> cpu_wna16_can_implement(const MPLinearLayerConfig& c);
 
 // Code of row k, column n of a GPTQ-layout qweight [ceil(K*bits/32), N]: the bits of column n form
 // one little-endian bit stream along K, field k at bit k*bits (3-bit fields straddle words).
