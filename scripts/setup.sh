@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake make ninja-build pkg-config
+  g++ cmake make ninja-build pkg-config ccache
   nlohmann-json3-dev libcli11-dev libfmt-dev libre2-dev libpcre2-dev libsentencepiece-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev

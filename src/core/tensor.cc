@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/device_memory.h"
 #include "core/float_convert.h"
 
 namespace qlm {
@@ -37,8 +38,22 @@ std::shared_ptr<Storage> Storage::borrow(const void* data, size_t nbytes, std::s
   return s;
 }
 
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  if (device.is_cpu()) return allocate_host(nbytes);
+  const DeviceMemoryOps& ops = device_memory(device);
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->data_ = static_cast<std::byte*>(ops.allocate(nbytes, device.index));
+  s->nbytes_ = nbytes;
+  s->device_ = device;
+  return s;
+}
+
 Storage::~Storage() {
-  if (owner_ == nullptr) std::free(data_);
+  if (owner_ != nullptr) return;
+  if (device_.is_cpu())
+    std::free(data_);
+  else
+    device_memory(device_).release(data_, nbytes_, device_.index);
 }
 
 // ---- shapes ----
@@ -258,6 +273,12 @@ void for_each_offset(const Shape& shape, const Shape& strides, size_t elem, Fn&&
 
 Tensor Tensor::clone() const {
   QLM_CHECK(defined());
+  if (!on_host()) {
+    if (!is_contiguous())
+      fail("tensor.device", {}, "make the tensor contiguous on its device first",
+           "clone of a non-contiguous {} tensor {} is not supported", device().str(), str());
+    return to_device(device());
+  }
   Tensor out = empty(shape_, dtype_);
   if (is_contiguous()) {
     std::memcpy(out.raw_data(), raw_data(), nbytes());
@@ -276,6 +297,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(DType dtype) const {
+  require_host("to(dtype)");
   if (dtype == dtype_) return clone();
   Tensor out = empty(shape_, dtype);
   size_t in_elem = dtype_size(dtype_), out_elem = dtype_size(dtype);
@@ -289,6 +311,7 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 double Tensor::item_as_double(std::span<const int64_t> index) const {
+  require_host("item_as_double");
   if (static_cast<int64_t>(index.size()) != dim())
     fail("tensor.index", {}, "", "{} indices for {}", index.size(), str());
   int64_t off = 0;
@@ -300,6 +323,7 @@ double Tensor::item_as_double(std::span<const int64_t> index) const {
 }
 
 std::vector<float> Tensor::to_float_vector() const {
+  require_host("to_float_vector");
   std::vector<float> out;
   out.reserve(static_cast<size_t>(numel()));
   size_t elem = dtype_size(dtype_);
@@ -308,6 +332,40 @@ std::vector<float> Tensor::to_float_vector() const {
     out.push_back(static_cast<float>(load_as_double(src + off, dtype_)));
   });
   return out;
+}
+
+Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
+  if (device.is_cpu()) return empty(std::move(shape), dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = contiguous_strides(t.shape_);
+  t.storage_ = Storage::allocate(t.nbytes(), device);
+  return t;
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
+  if (device.is_cpu()) return zeros(std::move(shape), dtype);
+  Tensor t = empty(std::move(shape), dtype, device);
+  if (t.nbytes() > 0) device_memory(device).zero(t.raw_data(), t.nbytes(), device.index);
+  return t;
+}
+
+Tensor Tensor::to_device(Device target) const {
+  QLM_CHECK(defined());
+  const Tensor src = on_host() ? contiguous() : *this;
+  if (!src.is_contiguous())
+    fail("tensor.device", {}, "make the tensor contiguous on its device first",
+         "copy of a non-contiguous {} tensor {} is not supported", device().str(), str());
+  Tensor out = empty(shape_, dtype_, target);
+  copy_tensor_bytes(out, src);
+  return out;
+}
+
+void Tensor::require_host(const char* what) const {
+  if (defined() && !on_host())
+    fail("tensor.device", {}, "copy the tensor to the host first (to_device(Device::cpu()))",
+         "{} needs a host tensor; {} lives on {}", what, str(), device().str());
 }
 
 std::string Tensor::str() const { return fmt::format("{}{}", dtype_name(dtype_), shape_str(shape_)); }

@@ -30,6 +30,9 @@ struct Device {
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate_host(size_t nbytes);
+  // Host memory for Device::cpu(), else memory of the device's registered backend
+  // (core/device_memory.h); "device.unavailable" when the build or machine has none.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
   static std::shared_ptr<Storage> borrow(const void* data, size_t nbytes, std::shared_ptr<const void> owner,
                                          Device device = Device::cpu());
   ~Storage();
@@ -63,6 +66,9 @@ class Tensor {
   static Tensor zeros(Shape shape, DType dtype);
   // New contiguous host tensor, uninitialised.
   static Tensor empty(Shape shape, DType dtype);
+  // New contiguous tensor on `device`: uninitialised, or zero-filled.
+  static Tensor empty(Shape shape, DType dtype, Device device);
+  static Tensor zeros(Shape shape, DType dtype, Device device);
   // Contiguous view of borrowed bytes. `data` must be aligned to the element size (callers copy
   // misaligned data instead); sub-byte dtypes are allowed as whole-tensor views.
   static Tensor borrow(const void* data, Shape shape, DType dtype, std::shared_ptr<const void> owner);
@@ -88,12 +94,16 @@ class Tensor {
   Tensor view(Shape shape) const;
   // View with dims 0 and 1 swapped (2-D only).
   Tensor transpose() const;
-  // Contiguous, owned copy (also of a contiguous tensor).
+  // Contiguous, owned copy (also of a contiguous tensor). Device tensors must be contiguous.
   Tensor clone() const;
+  // Contiguous copy on `device` (this tensor's bytes, unchanged).
+  Tensor to_device(Device device) const;
+  bool on_host() const { return device().is_cpu(); }
   // This tensor if contiguous, else a contiguous copy.
   Tensor contiguous() const;
   // Element-wise conversion between float types (F64/F32/F16/BF16/F8) and between integer types;
-  // returns a contiguous owned tensor.
+  // returns a contiguous owned tensor. Host tensors only (as are span, item_as_double and
+  // to_float_vector); device tensors give "tensor.device".
   Tensor to(DType dtype) const;
 
   // Raw access. data_ptr() is the first element; requires whole-byte elements for offsets.
@@ -112,11 +122,13 @@ class Tensor {
   // Contiguous typed span of all elements.
   template <typename T>
   std::span<const T> span() const {
+    require_host("span");
     require_contiguous("span");
     return {data<T>(), static_cast<size_t>(numel())};
   }
   template <typename T>
   std::span<T> span() {
+    require_host("span");
     require_contiguous("span");
     return {data<T>(), static_cast<size_t>(numel())};
   }
@@ -130,6 +142,7 @@ class Tensor {
  private:
   void check_typed(DType expected) const;
   void require_contiguous(const char* what) const;
+  void require_host(const char* what) const;
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;  // bytes from storage start to element 0
   Shape shape_;

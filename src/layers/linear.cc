@@ -426,19 +426,31 @@ void LinearLayer::finalize() {
          missing.size(), fmt::join(missing, "; "));
   try {
     method_->process_weights_after_loading(*this);
-    if (spec_.bias) bias_f32_ = param("bias").data().to(DType::F32);
+    if (spec_.bias) {
+      bias_f32_ = param("bias").data().to(DType::F32);
+      if (!ctx_.device.is_cpu()) bias_f32_ = bias_f32_.to_device(ctx_.device);
+    }
+    if (ctx_.release_checkpoint_tensors)
+      for (auto& [name, p] : params_) p.release_storage();
   } catch (const Error& e) {
     throw e.with_context({.file = {}, .tensor = {}, .layer = prefix()});
   }
   finalized_ = true;
 }
 
+Tensor allocate_linear_output(const Tensor& x, int64_t N) {
+  if (x.on_host()) return Tensor::zeros({x.size(0), N}, DType::F32);
+  return Tensor::empty({x.size(0), N}, x.dtype(), x.device());
+}
+
 Tensor LinearLayer::forward(const Tensor& x) {
   if (!finalized_)
     fail("layer.not_finalized", {.file = {}, .tensor = {}, .layer = prefix()}, "load the checkpoint (and finalize) before running",
          "forward() called before finalize()");
-  if (x.dim() != 2 || x.size(1) != K_p_ || x.dtype() != DType::F32)
-    fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "", "expects F32[M, {}] input, got {}", K_p_, x.str());
+  const DType want = ctx_.device.is_cpu() ? DType::F32 : ctx_.act_dtype;
+  if (x.dim() != 2 || x.size(1) != K_p_ || x.dtype() != want || !(x.device() == ctx_.device))
+    fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "", "expects {}[M, {}] input on {}, got {} on {}",
+         dtype_name(want), K_p_, ctx_.device.str(), x.str(), x.device().str());
   const bool add_bias = spec_.bias && (spec_.kind != LinearKind::Row || tp_.rank == 0);
   Tensor y = method_->apply(*this, x.contiguous(), add_bias ? &bias_f32_ : nullptr);
   if (spec_.kind == LinearKind::Row && tp_.size > 1 && spec_.reduce_results) {

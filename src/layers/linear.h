@@ -16,6 +16,10 @@
 
 namespace qlm {
 
+// The output tensor of a linear method for input x: zero-filled F32 on the host, uninitialised in
+// x's dtype on a device (every device kernel writes every element).
+Tensor allocate_linear_output(const Tensor& x, int64_t N);
+
 enum class LinearKind : uint8_t { Replicated, Column, MergedColumn, QKV, Row };
 const char* linear_kind_name(LinearKind kind);
 
@@ -93,7 +97,7 @@ class LinearLayer {
   int64_t disk_units(const Parameter& p, int64_t logical, const std::string& source) const;
   void check_output_extent(const Parameter& p, const Tensor& full, int64_t logical, const std::string& source) const;
   void check_partitions() const;
-  Tensor bias_f32_;  // the bias converted once in finalize()
+  Tensor bias_f32_;  // the bias converted once in finalize(), on the layer's device
   LinearSpec spec_;
   QuantContext ctx_;
   TpContext tp_;

@@ -189,7 +189,16 @@ Parameter::Parameter(std::string name, ParamKind kind, Shape shape, DType dtype)
   shape_numel(shape_);  // validates
 }
 
+void Parameter::release_storage() {
+  data_ = Tensor();
+  released_ = true;
+}
+
 Tensor& Parameter::data() {
+  if (released_)
+    fail("layer.released", {.file = {}, .tensor = name_, .layer = {}},
+         "read parameters before the model finishes loading, or load with release_checkpoint_tensors = false",
+         "parameter {} was released after its kernel took its own copy of the weights", name_);
   if (!data_.defined()) {
     data_ = Tensor::empty(shape_, dtype_);
     fill_sentinel(data_);

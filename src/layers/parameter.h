@@ -67,6 +67,11 @@ class Parameter {
   Tensor& data();
   const Tensor& data() const;
   void set_data(Tensor t) { data_ = std::move(t); }
+  // Drops the checkpoint-layout storage once the kernel holds its own copy (Model::load does this
+  // after process_weights_after_loading, so the weights are not held twice). data() afterwards is
+  // an error ("layer.released").
+  void release_storage();
+  bool released() const { return released_; }
 
   int input_dim = -1;   // dimension of this tensor that runs along K, -1 if none
   int output_dim = -1;  // dimension that runs along N, -1 if none
@@ -118,6 +123,7 @@ class Parameter {
     int64_t begin, end;
   };
   std::vector<Range> written_;
+  bool released_ = false;
 };
 
 }  // namespace qlm

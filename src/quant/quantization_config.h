@@ -32,8 +32,11 @@ struct LayerInfo {
 struct QuantContext {
   Device device;
   int capability = 0;  // CUDA compute capability, 0 on CPU
-  DType act_dtype = DType::F32;
+  DType act_dtype = DType::F32;  // F32 on CPU; F32, F16 or BF16 on CUDA
   KernelPolicy kernels;
+  // Free each layer's checkpoint-layout parameters once its kernel has prepared its own layout
+  // (Model::load sets it; tests that inspect parameters after loading leave it off).
+  bool release_checkpoint_tensors = false;
 };
 
 class LinearMethod {
@@ -47,7 +50,9 @@ class LinearMethod {
                               int64_t K, int64_t N, DType params_dtype) = 0;
   // Runs once after every tensor arrived: validates values, converts to the kernel's layout.
   virtual void process_weights_after_loading(LinearLayer& layer) = 0;
-  // y = x · W (+ bias). x: [M, K_p] F32 (CPU).
+  // y = x · W (+ bias). x: [M, K_p] contiguous on the layer's device: F32 on the host, the
+  // context's act_dtype on CUDA; bias (may be null): F32 [N_p] on the same device. y: [M, N_p],
+  // x's dtype and device (allocate_linear_output).
   virtual Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) = 0;
   // One line for plans and summaries: "uint4b8 g128 act-order".
   virtual std::string describe() const = 0;

@@ -39,7 +39,7 @@ class UnquantizedLinearMethod final : public LinearMethod {
 
   Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) override {
     QLM_CHECK(kernel_ != nullptr);
-    Tensor y = Tensor::empty({x.size(0), config_.N_p}, DType::F32);
+    Tensor y = allocate_linear_output(x, config_.N_p);
     kernel_->run(x, y, bias);
     return y;
   }

@@ -308,7 +308,7 @@ Tensor W8A8LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor
          "call finalize() after loading every tensor", "layer {} ran forward before process_weights_after_loading",
          layer.prefix());
   Tensor in = x.contiguous();
-  Tensor y = Tensor::empty({in.size(0), N_p_}, DType::F32);
+  Tensor y = allocate_linear_output(in, N_p_);
   kernel_->run(in, y, bias);
   return y;
 }

@@ -175,7 +175,7 @@ Tensor WNA16LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tenso
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "call finalize() after loading every tensor",
          "layer {} ran forward before process_weights_after_loading", layer.prefix());
   Tensor in = x.contiguous();
-  Tensor y = Tensor::zeros({in.size(0), geo_.N_p}, DType::F32);
+  Tensor y = allocate_linear_output(in, geo_.N_p);
   kernel_->run(in, y, bias);
   return y;
 }
