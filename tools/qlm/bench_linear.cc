@@ -1,10 +1,14 @@
 // `qlm bench-linear`: times one linear layer's kernel on random weights.
 //   qlm bench-linear --format {fp32,bf16,awq,gptq,ct,fp8,int8} --bits B --group G [--asym] [--act-order]
-//                    --k K --n N --m M [--device cpu|cuda] [--kernel NAME] [--threads T] [--iters I] [--json]
+//                    --k K --n N --m M [--device cpu|cuda] [--dtype f32|bf16|f16] [--kernel NAME]
+//                    [--threads T] [--iters I] [--json]
 // The contract of the JSON object (one line) is fixed: median_us, min_us, gflops (2*M*N*K / median),
 // weight_gbps (prepared weight bytes / median), kernel, m, k, n, bits, group, format, threads, plus extras.
 // Successive calls cycle through --rotate copies of the layer (default: enough for 128 MiB, four
-// times the L3 of the reference machine) so that weights stream from memory, as in a real model.
+// times the L3 of the reference machine; 512 MiB on CUDA, many times an H200's L2) so that weights
+// stream from memory, as in a real model. On CUDA one timed iteration runs every copy once between
+// two events on the device's stream (launch gaps included, as in a model step) and reports the mean
+// per call; activations are --dtype (bf16 by default).
 #include <time.h>
 
 #include <algorithm>
@@ -19,6 +23,8 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "cuda/device.h"
+#include "cuda/timing.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/random_weights.h"
 #include "kernels/cpu/scaled_mm_random.h"
@@ -37,7 +43,9 @@ struct BenchLinearOptions {
   bool asym = false;
   bool act_order = false;
   int64_t k = 4096, n = 4096, m = 1;
+  std::vector<int64_t> ms{1};  // --m: one value, or a comma list timed on the same prepared weights
   std::string device = "cpu";
+  std::string dtype = "auto";  // activations: f32 on cpu, bf16 on cuda by default
   std::string kernel = "auto";
   int threads = 0;
   int iters = 20;
@@ -53,10 +61,25 @@ struct Prepared {
   std::function<void(int, const Tensor&, Tensor&)> run;
 };
 
+// Where the kernel runs and on what activations.
+struct Target {
+  Device device;
+  int capability = 0;
+  DType act = DType::F32;
+};
+
+Target target_of(const BenchLinearOptions& o) {
+  if (o.device == "cpu") return {Device::cpu(), 0, DType::F32};
+  const DType act = o.dtype == "f32" ? DType::F32 : o.dtype == "f16" ? DType::F16 : DType::BF16;
+  return {Device::cuda(0), cuda_capability(0), act};
+}
+
 int copies_for(const BenchLinearOptions& o, size_t bytes_per_copy) {
   if (o.rotate > 0) return o.rotate;
-  constexpr size_t kTarget = size_t{128} << 20;
-  return static_cast<int>(std::clamp<size_t>((kTarget + bytes_per_copy - 1) / std::max<size_t>(bytes_per_copy, 1), 1, 16));
+  const bool gpu = o.device != "cpu";
+  const size_t target = gpu ? size_t{512} << 20 : size_t{128} << 20;
+  const size_t most = gpu ? 64 : 16;
+  return static_cast<int>(std::clamp<size_t>((target + bytes_per_copy - 1) / std::max<size_t>(bytes_per_copy, 1), 1, most));
 }
 
 Prepared prepare_dense(const BenchLinearOptions& o) {
@@ -64,9 +87,11 @@ Prepared prepare_dense(const BenchLinearOptions& o) {
   cfg.K_p = o.k;
   cfg.N_p = o.n;
   cfg.weight_dtype = o.format == "bf16" ? DType::BF16 : DType::F32;
-  cfg.act_dtype = DType::F32;
-  cfg.device = Device::cpu();
-  auto [entry, sel] = DenseKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "dense linear", "bench");
+  const Target t = target_of(o);
+  cfg.act_dtype = t.act;
+  cfg.device = t.device;
+  cfg.capability = t.capability;
+  auto [entry, sel] = DenseKernelRegistry::instance().select(cfg, t.device.type, o.kernel, "dense linear", "bench");
   const Tensor weight = random_float_tensor(o.n, o.k, cfg.weight_dtype, 7);
   auto kernels = std::make_shared<std::vector<std::unique_ptr<DenseLinearKernel>>>();
   kernels->push_back(entry->create(cfg));
@@ -94,9 +119,11 @@ Prepared prepare_wna16(const BenchLinearOptions& o) {
   cfg.zero_points = zero_points;
   cfg.has_g_idx = o.act_order;
   cfg.group_size = o.group;
-  cfg.act_dtype = DType::F32;
-  cfg.device = Device::cpu();
-  auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "mixed-precision linear", "bench");
+  const Target t = target_of(o);
+  cfg.act_dtype = t.act;
+  cfg.device = t.device;
+  cfg.capability = t.capability;
+  auto [entry, sel] = MPKernelRegistry::instance().select(cfg, t.device.type, o.kernel, "mixed-precision linear", "bench");
   auto kernels = std::make_shared<std::vector<std::unique_ptr<MPLinearKernel>>>();
   kernels->push_back(entry->create(cfg));
   kernels->back()->prepare(weights);
@@ -111,8 +138,12 @@ Prepared prepare_wna16(const BenchLinearOptions& o) {
 
 // fp8 / int8 W8A8 (scaled-mm): dynamic per-token activations quantized inside the timed call.
 Prepared prepare_scaled_mm(const BenchLinearOptions& o) {
-  const ScaledMMConfig cfg = bench_scaled_mm_config(o.format, o.k, o.n);
-  auto [entry, sel] = ScaledMMKernelRegistry::instance().select(cfg, DeviceType::CPU, o.kernel, "scaled-mm linear", "bench");
+  ScaledMMConfig cfg = bench_scaled_mm_config(o.format, o.k, o.n);
+  const Target t = target_of(o);
+  cfg.act_dtype = t.act;
+  cfg.device = t.device;
+  cfg.capability = t.capability;
+  auto [entry, sel] = ScaledMMKernelRegistry::instance().select(cfg, t.device.type, o.kernel, "scaled-mm linear", "bench");
   const ScaledMMWeights weights = random_scaled_mm_weights(cfg, 7);
   auto kernels = std::make_shared<std::vector<std::unique_ptr<ScaledMMKernel>>>();
   do {
@@ -125,15 +156,19 @@ Prepared prepare_scaled_mm(const BenchLinearOptions& o) {
 
 void check_options(const BenchLinearOptions& o) {
   if (o.device == "cuda") {
-#ifdef QLM_WITH_CUDA
-    fail("cli.args", {}, "use --device cpu", "bench-linear does not time CUDA kernels yet");
-#else
-    fail("cli.no_cuda", {}, "rebuild with -DQLM_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu",
-         "this qlm was built without CUDA, so --device cuda is unavailable");
-#endif
+    if (!cuda_backend_built())
+      fail("cli.no_cuda", {}, "rebuild with -DQLM_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu",
+           "this qlm was built without CUDA, so --device cuda is unavailable");
+    if (cuda_devices().empty())
+      fail("cuda.unavailable", {}, "run on a machine with an NVIDIA GPU and its driver, or use --device cpu",
+           "--device cuda: no CUDA device is visible");
+  } else if (o.dtype != "auto" && o.dtype != "f32") {
+    fail("cli.args", {}, "use --dtype f32 (or --device cuda)", "--dtype {} is for CUDA; CPU kernels take f32 activations",
+         o.dtype);
   }
-  if (o.k <= 0 || o.n <= 0 || o.m <= 0)
-    fail("cli.args", {}, "", "--k, --n and --m must be positive (got {}, {}, {})", o.k, o.n, o.m);
+  if (o.k <= 0 || o.n <= 0) fail("cli.args", {}, "", "--k and --n must be positive (got {}, {})", o.k, o.n);
+  for (int64_t m : o.ms)
+    if (m <= 0) fail("cli.args", {}, "", "--m values must be positive (got {})", m);
   if (o.iters <= 0) fail("cli.args", {}, "", "--iters must be positive");
   if (o.rotate < 0) fail("cli.args", {}, "", "--rotate must be >= 0");
   const bool quantized = o.format == "awq" || o.format == "gptq" || o.format == "ct";
@@ -147,15 +182,17 @@ void check_options(const BenchLinearOptions& o) {
   }
 }
 
-void bench_linear(const BenchLinearOptions& o) {
-  check_options(o);
-  set_compute_threads(o.threads);
+void time_one(const BenchLinearOptions& o, const Prepared& p) {
   const bool dense = o.format == "fp32" || o.format == "bf16";
   const bool w8a8 = o.format == "fp8" || o.format == "int8";
-  Prepared p = dense ? prepare_dense(o) : w8a8 ? prepare_scaled_mm(o) : prepare_wna16(o);
 
-  Tensor x = random_float_tensor(o.m, o.k, DType::F32, 11);
-  Tensor y = Tensor::empty({o.m, o.n}, DType::F32);
+  const Target t = target_of(o);
+  Tensor x = random_float_tensor(o.m, o.k, t.act, 11);
+  Tensor y = Tensor::empty({o.m, o.n}, t.act);
+  if (!t.device.is_cpu()) {
+    x = x.to_device(t.device);
+    y = Tensor::empty({o.m, o.n}, t.act, t.device);
+  }
   for (int c = 0; c < p.copies; ++c) p.run(c, x, y);  // warm-up: page in weights and scratch
   // Process CPU time is not inflated by other processes taking the cores; with --threads 1 its
   // minimum is the undisturbed single-core time (with more threads it includes spin-waiting).
@@ -168,6 +205,13 @@ void bench_linear(const BenchLinearOptions& o) {
   us.reserve(o.iters);
   double min_cpu_us = 1e300;
   for (int i = 0; i < o.iters; ++i) {
+    if (!t.device.is_cpu()) {
+      const double batch = cuda::time_device_us(t.device.index, [&] {
+        for (int c = 0; c < p.copies; ++c) p.run(c, x, y);
+      });
+      us.push_back(batch / p.copies);
+      continue;
+    }
     const double c0 = cpu_now();
     auto t0 = std::chrono::steady_clock::now();
     p.run(i % p.copies, x, y);
@@ -191,17 +235,24 @@ void bench_linear(const BenchLinearOptions& o) {
     j["k"] = o.k;
     j["n"] = o.n;
     j["device"] = o.device;
+    j["act_dtype"] = dtype_name(t.act);
     j["kernel"] = p.kernel;
     j["threads"] = compute_threads();
     j["iters"] = o.iters;
     j["copies"] = p.copies;
     j["median_us"] = median;
     j["min_us"] = us.front();
-    j["min_cpu_us"] = min_cpu_us;
+    if (t.device.is_cpu()) j["min_cpu_us"] = min_cpu_us;
     j["gflops"] = gflops;
     j["weight_gbps"] = gbps;
     j["weight_bytes"] = p.weight_bytes;
-    j["cpu_features"] = cpu_features().describe();
+    if (t.device.is_cpu()) {
+      j["cpu_features"] = cpu_features().describe();
+    } else {
+      const CudaDeviceInfo info = cuda_devices().at(static_cast<size_t>(t.device.index));
+      j["gpu"] = info.name;
+      j["capability"] = info.capability;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s %s bits=%d group=%lld m=%lld k=%lld n=%lld threads=%d: median %.1f us (min %.1f), %.1f GFLOP/s, "
@@ -209,6 +260,19 @@ void bench_linear(const BenchLinearOptions& o) {
                 p.kernel.c_str(), o.format.c_str(), o.bits, static_cast<long long>(o.group),
                 static_cast<long long>(o.m), static_cast<long long>(o.k), static_cast<long long>(o.n),
                 compute_threads(), median, us.front(), gflops, gbps, p.weight_bytes);
+  }
+  std::fflush(stdout);
+}
+
+void bench_linear(BenchLinearOptions o) {
+  check_options(o);
+  set_compute_threads(o.threads);
+  const bool dense = o.format == "fp32" || o.format == "bf16";
+  const bool w8a8 = o.format == "fp8" || o.format == "int8";
+  const Prepared p = dense ? prepare_dense(o) : w8a8 ? prepare_scaled_mm(o) : prepare_wna16(o);
+  for (int64_t m : o.ms) {
+    o.m = m;
+    time_one(o, p);
   }
 }
 
@@ -226,8 +290,13 @@ void register_bench_linear_command(CLI::App& app) {
   cmd->add_flag("--act-order", opts->act_order, "Random act-order g_idx");
   cmd->add_option("--k", opts->k, "Input features")->capture_default_str();
   cmd->add_option("--n", opts->n, "Output features")->capture_default_str();
-  cmd->add_option("--m", opts->m, "Rows (tokens)")->capture_default_str();
+  cmd->add_option("--m", opts->ms, "Rows (tokens); a comma list times each on the same weights (one line each)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--device", opts->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--dtype", opts->dtype, "Activation dtype (auto: f32 on cpu, bf16 on cuda)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
+      ->capture_default_str();
   cmd->add_option("--kernel", opts->kernel, "Kernel or backend name (auto: the selector's choice)")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Compute threads (0: all available cores)")->capture_default_str();
   cmd->add_option("--iters", opts->iters, "Timed iterations")->capture_default_str();

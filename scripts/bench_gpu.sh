@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# GPU side-by-side benchmark (issue: CUDA backend), for a machine with an NVIDIA GPU: qlm's CUDA
+# kernels through `qlm bench-linear --device cuda` and the peers of scripts/bench_gpu_torch.py, on
+# Llama-3-8B and 70B layer shapes x M in {1, 16, 64, 256, 1024}, in one run. Then, on any machine:
+#   python3 scripts/gen_gpu_perf.py OUT/torch.jsonl OUT/qlm.jsonl   regenerates docs/performance.md.
+# Usage: scripts/bench_gpu.sh   (writes $OUT/torch.jsonl, $OUT/qlm.jsonl, $OUT/gpu_perf.md)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/bench_gpu}
+mkdir -p "$OUT"
+source scripts/device_env.sh
+
+MS=1,16,64,256,1024
+: >"$OUT/qlm.jsonl"
+shapes="4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192"
+for shape in $shapes; do
+  k=${shape%%:*} n=${shape##*:}
+  for fmt in "--format bf16" "--format gptq --bits 4 --group 128" "--format fp8" "--format int8"; do
+    # shellcheck disable=SC2086
+    "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 $fmt --k "$k" --n "$n" --m $MS --iters 10 --json \
+      >>"$OUT/qlm.jsonl" 2>>"$OUT/qlm_errors.txt" || echo "qlm bench-linear $fmt k=$k n=$n failed" >>"$OUT/qlm_errors.txt"
+  done
+done
+python3 scripts/bench_gpu_torch.py --out "$OUT/torch.jsonl"
+tail -5 "$OUT/qlm_errors.txt" 2>/dev/null
+python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --stdout | tee "$OUT/gpu_perf.md"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds qlm for the GPU machine (sm_90 only, Release) on this machine and packs what the GPU test
+# and benchmark scripts need into .device/bundle.tar.xz: the CLI, the library, the test binary, the
+# example plugin, and the shared libraries they link that are not glibc, the GCC runtime or CUDA
+# (the GPU machine has those; it lacks re2, sentencepiece, ICU 72, ...). The bundle keeps the build
+# tree's paths (build/device/...), so binaries find the repo's test data at the same absolute path.
+#
+# Usage: scripts/device_bundle.sh          then, through the `device` tool, with carry [".device"]:
+#        scripts/gpu_check.sh              (tests)   /   scripts/bench_gpu.sh   (benchmarks)
+# Env:   BUILD_DIR (default build/device), SKIP_BUILD=1 to pack an existing build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build/device}
+
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+    cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQLM_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DQLM_BENCH=OFF >/dev/null
+  fi
+  cmake --build "$BUILD_DIR" --target qlm qlm_tests qlm_my_quant_plugin -j"$(nproc)"
+fi
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/$BUILD_DIR/tests" "$stage/$BUILD_DIR/examples" "$stage/.device-lib"
+cp -a "$BUILD_DIR"/qlm "$BUILD_DIR"/libqlm.so* "$stage/$BUILD_DIR/"
+cp -a "$BUILD_DIR"/tests/qlm_tests "$stage/$BUILD_DIR/tests/"
+find "$BUILD_DIR/examples" -name '*.so' -exec cp -a --parents {} "$stage/" \;
+binaries=("$BUILD_DIR/qlm" "$BUILD_DIR/libqlm.so" "$BUILD_DIR/tests/qlm_tests")
+# Shared libraries to carry: everything resolved except the C library, the GCC runtime and CUDA.
+ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u |
+  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so|/libcu[a-z]*\.so|/libnv' |
+  while read -r lib; do cp -L "$lib" "$stage/.device-lib/"; done
+mkdir -p .device
+tar -C "$stage" -cJf .device/bundle.tar.xz .
+grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >>.git/info/exclude
+echo "bundle: .device/bundle.tar.xz ($(du -h .device/bundle.tar.xz | cut -f1)); libraries: $(ls "$stage/.device-lib" | tr '\n' ' ')"

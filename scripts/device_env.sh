@@ -1,0 +1,14 @@
+# Sourced by the GPU scripts: unpacks .device/bundle.tar.xz when present (binaries built elsewhere
+# by scripts/device_bundle.sh) or builds build/gpu for sm_90 here, and exports QLM_BUILD and the
+# library path. Keeps NVLink multicast off (NCCL_NVLS_ENABLE=0) as the shared GPU hosts require.
+export NCCL_NVLS_ENABLE=0
+if [[ -f .device/bundle.tar.xz ]]; then
+  tar -xJf .device/bundle.tar.xz
+  QLM_BUILD=build/device
+  export LD_LIBRARY_PATH="$PWD/.device-lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+else
+  QLM_BUILD=build/gpu
+  cmake -S . -B "$QLM_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+    cmake --build "$QLM_BUILD" --target qlm qlm_tests qlm_my_quant_plugin -j"$(nproc)" >/dev/null || exit 1
+fi
+export QLM_BUILD
