@@ -1,0 +1,326 @@
+// Kernels of `cuda_wna16`: activation gather, dequantizing GEMV (small M), weight dequantization
+// for cuBLAS (large M), split-K reduction and bias rows. Layout: kernels/cuda/wna16_layout.h.
+//
+// Dequantization is exact up to one rounding: for a code c and zero z, as_float(0x4B000000 | c)
+// is 2^23 + c exactly, and subtracting the f32 2^23 + z (exact, as c, z < 256) gives c - z exactly.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/wna16_kernels.h"
+
+namespace qlm::cuda {
+namespace {
+
+constexpr float kMagic = 8388608.0f;  // 2^23
+constexpr uint32_t kMagicBits = 0x4B000000u;
+
+template <int BITS>
+struct Chunk {
+  static constexpr int kWords = BITS == 3 ? 3 : 1;
+  static constexpr int kRows = kWords * 32 / BITS;
+  static_assert(kRows % 4 == 0, "chunks hold whole groups of 4 rows");
+};
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ void store4(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store4(__half* p, const float (&v)[4]) {
+  __half2 h[2] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3])};
+  *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h);
+}
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float (&v)[4]) {
+  __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
+  *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h);
+}
+
+// Field i of one column's chunk words (a little-endian bit stream; 3-bit fields straddle words).
+// `i` is a compile-time constant after unrolling, so this folds to a shift and a mask.
+template <int BITS, int W>
+__device__ __forceinline__ uint32_t field(const uint32_t (&q)[W], int i) {
+  const int bit = i * BITS;
+  const int word = bit >> 5;
+  const int shift = bit & 31;
+  uint32_t v = q[word] >> shift;
+  if (shift + BITS > 32) v |= q[word + 1 < W ? word + 1 : word] << (32 - shift);
+  return v & ((1u << BITS) - 1u);
+}
+
+// Scales and magic-offset zeros (2^23 + z) of 4 columns of group g.
+__device__ __forceinline__ void load_group(const Wna16DeviceWeights& w, int g, int64_t col, float (&s)[4],
+                                           float (&zf)[4]) {
+  const float4 sv = __ldg(reinterpret_cast<const float4*>(w.scales + g * w.N_pad + col));
+  s[0] = sv.x, s[1] = sv.y, s[2] = sv.z, s[3] = sv.w;
+  if (w.zeros) {
+    const uchar4 z = __ldg(reinterpret_cast<const uchar4*>(w.zeros + g * w.N_pad + col));
+    zf[0] = kMagic + z.x, zf[1] = kMagic + z.y, zf[2] = kMagic + z.z, zf[3] = kMagic + z.w;
+  } else {
+    zf[0] = zf[1] = zf[2] = zf[3] = kMagic + static_cast<float>(w.implied_zero);
+  }
+}
+
+template <typename T>
+__global__ void gather_x_kernel(const T* __restrict__ x, int64_t M, int64_t K, int64_t rows,
+                                const int32_t* __restrict__ row_source, float* __restrict__ xf) {
+  const int64_t total = M * rows;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = i / rows;
+    const int32_t r = row_source[i - m * rows];
+    xf[i] = r >= 0 ? to_f32(x[m * K + r]) : 0.0f;
+  }
+}
+
+// One lane owns 4 adjacent columns (one 16-byte vector of every code row); the block's warps take
+// consecutive chunk ranges of the same 128 columns and are summed through shared memory.
+// Per chunk: t[m][j] = sum_i x[m, i] * (c_ij - z_j) exactly as products of f32, then acc += t * s_j.
+template <int BITS, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(Wna16DeviceWeights w, const float* __restrict__ xf, int64_t chunks_per_warp, float* __restrict__ partial) {
+  constexpr int W = Chunk<BITS>::kWords;
+  constexpr int R = Chunk<BITS>::kRows;
+  constexpr int U = BITS == 3 ? 2 : 4;  // chunks whose words are loaded before any is used
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t quads = w.N_pad / 4;
+  const int64_t quad = blockIdx.x * int64_t{32} + lane;
+  const int64_t c_begin = (blockIdx.y * int64_t{kGemvWarps} + warp) * chunks_per_warp;
+  const int64_t c_end = min(c_begin + chunks_per_warp, w.chunks);
+  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
+
+  float acc[M][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+
+  if (quad < quads) {
+    int g_cur = -1;
+    float s[4], zf[4];
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += U) {
+      uint4 qv[U][W];
+      int g[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const bool ok = c0 + u < c_end;
+        g[u] = ok ? __ldg(w.chunk_group + c0 + u) : 0;
+#pragma unroll
+        for (int v = 0; v < W; ++v)
+          qv[u][v] = ok ? __ldg(codes + ((c0 + u) * W + v) * quads + quad) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (c0 + u >= c_end) continue;  // uniform across the block
+        if (g[u] != g_cur) {
+          g_cur = g[u];
+          load_group(w, g_cur, quad * 4, s, zf);
+        }
+        uint32_t q[4][W];
+#pragma unroll
+        for (int v = 0; v < W; ++v) q[0][v] = qv[u][v].x, q[1][v] = qv[u][v].y, q[2][v] = qv[u][v].z, q[3][v] = qv[u][v].w;
+        const float* xc = xf + (c0 + u) * R;
+        float t[M][4];
+#pragma unroll
+        for (int m = 0; m < M; ++m) t[m][0] = t[m][1] = t[m][2] = t[m][3] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; i += 4) {
+          float x4[M][4];
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            const float4 xv = __ldg(reinterpret_cast<const float4*>(xc + m * w.rows + i));
+            x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
+          }
+#pragma unroll
+          for (int ii = 0; ii < 4; ++ii)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float d = __uint_as_float(kMagicBits | field<BITS, W>(q[j], i + ii)) - zf[j];
+#pragma unroll
+              for (int m = 0; m < M; ++m) t[m][j] = fmaf(x4[m][ii], d, t[m][j]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+      }
+    }
+  }
+
+  __shared__ float4 red[kGemvWarps][M][32];
+#pragma unroll
+  for (int m = 0; m < M; ++m) red[warp][m][lane] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < M * kGemvColumns; idx += blockDim.x) {
+    const int m = idx / kGemvColumns;
+    const int col = idx % kGemvColumns;
+    float sum = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < kGemvWarps; ++wp) sum += reinterpret_cast<const float*>(red[wp][m])[col];
+    const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;
+    if (n < w.N) partial[(blockIdx.y * int64_t{M} + m) * w.N + n] = sum;
+  }
+}
+
+template <typename T>
+__global__ void reduce_kernel(const float* __restrict__ partial, int splits, int64_t M, int64_t N,
+                              const float* __restrict__ bias, T* __restrict__ y) {
+  const int64_t total = M * N;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s) sum += partial[s * total + i];
+    if (bias) sum += bias[i % N];
+    y[i] = from_f32<T>(sum);
+  }
+}
+
+// Thread (x, y) of a block: column quad blockIdx.x*32 + x, chunks blockIdx.y*8 + y + k*gridDim.y*8.
+template <int BITS, typename T>
+__global__ void dequant_kernel(Wna16DeviceWeights w, T* __restrict__ out) {
+  constexpr int W = Chunk<BITS>::kWords;
+  constexpr int R = Chunk<BITS>::kRows;
+  const int64_t quads = w.N_pad / 4;
+  const int64_t quad = blockIdx.x * int64_t{32} + threadIdx.x;
+  if (quad >= quads) return;
+  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
+  for (int64_t c = blockIdx.y * int64_t{8} + threadIdx.y; c < w.chunks; c += int64_t{gridDim.y} * 8) {
+    uint32_t q[4][W];
+#pragma unroll
+    for (int v = 0; v < W; ++v) {
+      const uint4 qv = __ldg(codes + (c * W + v) * quads + quad);
+      q[0][v] = qv.x, q[1][v] = qv.y, q[2][v] = qv.z, q[3][v] = qv.w;
+    }
+    float s[4], zf[4];
+    load_group(w, __ldg(w.chunk_group + c), quad * 4, s, zf);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int32_t r = __ldg(w.row_source + c * R + i);
+      if (r < 0) continue;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[j] = (__uint_as_float(kMagicBits | field<BITS, W>(q[j], i)) - zf[j]) * s[j];
+      store4(out + r * w.N_pad + quad * 4, v);
+    }
+  }
+}
+
+template <typename T>
+__global__ void bias_rows_kernel(const float* __restrict__ bias, int64_t M, int64_t N, T* __restrict__ y) {
+  const int64_t total = M * N;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = from_f32<T>(bias[i % N]);
+}
+
+unsigned grid_for(int64_t total, int threads) {
+  const int64_t blocks = (total + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (int64_t{1} << 20) ? (int64_t{1} << 20) : blocks));
+}
+
+template <int BITS, int M>
+void gemv(const Wna16DeviceWeights& w, const float* xf, int splits, int64_t cpw, float* partial, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.N_pad + kGemvColumns - 1) / kGemvColumns), static_cast<unsigned>(splits));
+  gemv_kernel<BITS, M><<<grid, kGemvWarps * 32, 0, stream>>>(w, xf, cpw, partial);
+}
+
+template <int BITS>
+cudaError_t gemv_bits(const Wna16DeviceWeights& w, const float* xf, int M, int splits, int64_t cpw, float* partial,
+                      cudaStream_t stream) {
+  switch (M) {
+    case 1: gemv<BITS, 1>(w, xf, splits, cpw, partial, stream); break;
+    case 2: gemv<BITS, 2>(w, xf, splits, cpw, partial, stream); break;
+    case 3: gemv<BITS, 3>(w, xf, splits, cpw, partial, stream); break;
+    case 4: gemv<BITS, 4>(w, xf, splits, cpw, partial, stream); break;
+    case 5: gemv<BITS, 5>(w, xf, splits, cpw, partial, stream); break;
+    case 6: gemv<BITS, 6>(w, xf, splits, cpw, partial, stream); break;
+    case 7: gemv<BITS, 7>(w, xf, splits, cpw, partial, stream); break;
+    case 8: gemv<BITS, 8>(w, xf, splits, cpw, partial, stream); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <int BITS, typename T>
+cudaError_t dequant(const Wna16DeviceWeights& w, void* out, cudaStream_t stream) {
+  const int64_t quads = w.N_pad / 4;
+  const int64_t chunk_blocks = (w.chunks + 7) / 8;
+  const dim3 grid(static_cast<unsigned>((quads + 31) / 32), static_cast<unsigned>(chunk_blocks < 65535 ? chunk_blocks : 65535));
+  dequant_kernel<BITS, T><<<grid, dim3(32, 8), 0, stream>>>(w, static_cast<T*>(out));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dequant_act(const Wna16DeviceWeights& w, void* out, cudaStream_t stream) {
+  switch (w.bits) {
+    case 2: return dequant<2, T>(w, out, stream);
+    case 3: return dequant<3, T>(w, out, stream);
+    case 4: return dequant<4, T>(w, out, stream);
+    case 8: return dequant<8, T>(w, out, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_wna16_gather_x(const void* x, Wna16Act act, int64_t M, const Wna16DeviceWeights& w, float* xf,
+                                  cudaStream_t stream) {
+  const unsigned grid = grid_for(M * w.rows, 256);
+  switch (act) {
+    case Wna16Act::F32: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const float*>(x), M, w.K, w.rows, w.row_source, xf); break;
+    case Wna16Act::F16: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), M, w.K, w.rows, w.row_source, xf); break;
+    case Wna16Act::BF16: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), M, w.K, w.rows, w.row_source, xf); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_wna16_gemv(const Wna16DeviceWeights& w, const float* xf, int M, int splits, int64_t chunks_per_warp,
+                              float* partial, cudaStream_t stream) {
+  if (splits < 1 || splits > 65535 || chunks_per_warp < 1) return cudaErrorInvalidValue;
+  switch (w.bits) {
+    case 2: return gemv_bits<2>(w, xf, M, splits, chunks_per_warp, partial, stream);
+    case 3: return gemv_bits<3>(w, xf, M, splits, chunks_per_warp, partial, stream);
+    case 4: return gemv_bits<4>(w, xf, M, splits, chunks_per_warp, partial, stream);
+    case 8: return gemv_bits<8>(w, xf, M, splits, chunks_per_warp, partial, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_wna16_reduce(const float* partial, int splits, int64_t M, int64_t N, const float* bias, void* y,
+                                Wna16Act act, cudaStream_t stream) {
+  const unsigned grid = grid_for(M * N, 256);
+  switch (act) {
+    case Wna16Act::F32: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<float*>(y)); break;
+    case Wna16Act::F16: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__half*>(y)); break;
+    case Wna16Act::BF16: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__nv_bfloat16*>(y)); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_wna16_dequant(const Wna16DeviceWeights& w, void* out, Wna16Act act, cudaStream_t stream) {
+  switch (act) {
+    case Wna16Act::F32: return dequant_act<float>(w, out, stream);
+    case Wna16Act::F16: return dequant_act<__half>(w, out, stream);
+    case Wna16Act::BF16: return dequant_act<__nv_bfloat16>(w, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_wna16_bias_rows(const float* bias, int64_t M, int64_t N, void* y, Wna16Act act, cudaStream_t stream) {
+  const unsigned grid = grid_for(M * N, 256);
+  switch (act) {
+    case Wna16Act::F32: bias_rows_kernel<<<grid, 256, 0, stream>>>(bias, M, N, static_cast<float*>(y)); break;
+    case Wna16Act::F16: bias_rows_kernel<<<grid, 256, 0, stream>>>(bias, M, N, static_cast<__half*>(y)); break;
+    case Wna16Act::BF16: bias_rows_kernel<<<grid, 256, 0, stream>>>(bias, M, N, static_cast<__nv_bfloat16*>(y)); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace qlm::cuda
