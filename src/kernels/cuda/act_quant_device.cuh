@@ -1,0 +1,76 @@
+// Device helpers shared by the CUDA scaled-mm .cu files: float loads/stores of the activation
+// types and exact e4m3 conversions (ports of core/float_convert.h: round half to even,
+// saturation to ±448, NaN kept).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace qlm::cuda {
+
+template <typename T>
+__device__ __forceinline__ float load_float(const T* p, int64_t i);
+template <>
+__device__ __forceinline__ float load_float<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+__device__ __forceinline__ float load_float<__half>(const __half* p, int64_t i) { return __half2float(p[i]); }
+template <>
+__device__ __forceinline__ float load_float<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_float(T* p, int64_t i, float v);
+template <>
+__device__ __forceinline__ void store_float<float>(float* p, int64_t i, float v) { p[i] = v; }
+template <>
+__device__ __forceinline__ void store_float<__half>(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+template <>
+__device__ __forceinline__ void store_float<__nv_bfloat16>(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ uint32_t shift_round_even(uint32_t value, int shift) {
+  if (shift > 31) return 0;
+  const uint32_t kept = value >> shift;
+  const uint32_t rem = value & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  return kept + ((rem > half || (rem == half && (kept & 1u))) ? 1u : 0u);
+}
+
+// f32 -> e4m3fn, identical to qlm::f32_to_e4m3.
+__device__ __forceinline__ uint8_t f32_to_e4m3(float f) {
+  const uint32_t x = __float_as_uint(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
+  if (a == 0x7f800000u) return static_cast<uint8_t>(sign | 0x7eu);
+  uint32_t code;
+  if (a < (121u << 23)) {  // below e4m3's smallest normal 2^-6: subnormal code man * 2^-9
+    const int e = static_cast<int>(a >> 23);
+    code = e == 0 ? 0u : shift_round_even((a & 0x7fffffu) | 0x800000u, 141 - e);
+  } else {
+    code = shift_round_even(a - (120u << 23), 20);  // a mantissa carry bumps the exponent
+  }
+  if (code > 0x7eu) code = 0x7eu;
+  return static_cast<uint8_t>(sign | code);
+}
+
+// e4m3fn -> f32, identical to qlm::e4m3_to_f32.
+__device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
+  const uint32_t code = v & 0x7fu;
+  if (code == 0x7fu) return __uint_as_float(sign | 0x7fc00000u);
+  const uint32_t exp = code >> 3, man = code & 7u;
+  if (exp == 0) return __uint_as_float(sign | __float_as_uint(static_cast<float>(man) * 0.001953125f));  // 2^-9
+  return __uint_as_float(sign | ((exp + 120u) << 23) | (man << 20));
+}
+
+// std::clamp's exact semantics (NaN passes through), unlike fminf/fmaxf.
+__device__ __forceinline__ float clamp_like_std(float v, float lo, float hi) {
+  return v < lo ? lo : (hi < v ? hi : v);
+}
+
+}  // namespace qlm::cuda

@@ -1,0 +1,348 @@
+// CUDA scaled-mm kernels (cuda_scaled_mm_fp8_lt, cuda_scaled_mm_int8_lt, cuda_scaled_mm_simple)
+// and the GPU activation quantizer against the CPU oracle (cpu_ref and the shared quantizers) on
+// the same weights and the same activations (rounded to the activation dtype first). Suites named
+// Cuda* need a GPU and skip without one; ScaledMMCudaRegistry checks the registration anywhere the
+// backend is built.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "cuda/device.h"
+#include "kernels/cpu/scaled_mm_act_quant.h"
+#include "kernels/cuda/scaled_mm_cuda_common.h"
+#include "kernels/scaled_mm.h"
+
+namespace qlm {
+namespace {
+
+struct Variant {
+  W8Type type;
+  WeightScaleKind ws;
+  ActScheme act;
+  bool sym = true;
+  int64_t block = 128;
+  int64_t phase = 0;
+};
+
+std::string variant_str(const ScaledMMConfig& c, int64_t M) {
+  return fmt::format("{} M={}", c.describe(), M);
+}
+
+ScaledMMConfig make_config(const Variant& v, int64_t N, int64_t K, DType act, Device device, int capability) {
+  ScaledMMConfig c;
+  c.K_p = K;
+  c.N_p = N;
+  c.weight_type = v.type;
+  c.weight_scale = v.ws;
+  c.block_n = c.block_k = v.ws == WeightScaleKind::Block ? v.block : 0;
+  c.act = v.act;
+  c.act_group = v.act == ActScheme::DynamicTokenGroup ? v.block : 0;
+  c.act_symmetric = v.sym;
+  c.act_dtype = act;
+  c.device = device;
+  c.capability = capability;
+  return c;
+}
+
+ScaledMMWeights make_weights(const Variant& v, int64_t N, int64_t K, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  ScaledMMWeights w;
+  w.K = K;
+  w.N = N;
+  w.codes = Tensor::empty({N, K}, v.type == W8Type::Int8 ? DType::I8 : DType::F8_E4M3);
+  for (int64_t i = 0; i < N * K; ++i)
+    w.codes.data<uint8_t>()[i] = v.type == W8Type::Int8 ? static_cast<uint8_t>(rng() & 0xff) : f32_to_e4m3(u(rng) * 300.f);
+  std::vector<float> s;
+  if (v.ws == WeightScaleKind::Tensor) s = {0.0123f};
+  if (v.ws == WeightScaleKind::Channel) s.resize(static_cast<size_t>(N));
+  const int64_t cols = (K + v.phase + v.block - 1) / v.block;
+  if (v.ws == WeightScaleKind::Block) s.resize(static_cast<size_t>(N * cols));
+  if (v.ws != WeightScaleKind::Tensor)
+    for (auto& x : s) x = 0.001f + 0.01f * std::fabs(u(rng));
+  w.weight_scale = v.ws == WeightScaleKind::Block ? Tensor::from_vector(s, {N, cols})
+                                                  : Tensor::from_vector(s, {static_cast<int64_t>(s.size())});
+  if (v.ws == WeightScaleKind::Block) {
+    w.block_k = v.block;
+    w.k_phase = v.phase;
+  }
+  w.input_scale = 0.03125f;
+  w.input_zero_point = v.sym ? 0 : 7;
+  return w;
+}
+
+ScaledMMWeights clone(const ScaledMMWeights& w) {
+  ScaledMMWeights c = w;
+  c.codes = w.codes.clone();
+  c.weight_scale = w.weight_scale.clone();
+  return c;
+}
+
+// Activations already rounded to `act` (returned as the F32 values both sides see).
+std::vector<float> make_acts(int64_t M, int64_t K, DType act, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = u(rng);
+  if (M > 2)  // an all-zero row (scale 0) and a row of tiny values (FP8 subnormals)
+    for (int64_t k = 0; k < K; ++k) {
+      x[static_cast<size_t>(K + k)] = 0.0f;
+      x[static_cast<size_t>(2 * K + k)] *= 1e-6f;
+    }
+  return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
+}
+
+Tensor device_acts(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
+  return Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
+}
+
+// y on the device in `act`, every byte 0xFF (NaN in F32, F16 and BF16).
+Tensor poisoned_output(int64_t M, int64_t N, DType act) {
+  Tensor host = Tensor::empty({M, N}, act);
+  std::memset(host.raw_data(), 0xff, host.nbytes());
+  return host.to_device(Device::cuda(0));
+}
+
+double rel_mean_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += std::fabs(static_cast<double>(got[i]) - want[i]);
+    den += std::fabs(static_cast<double>(want[i]));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+int64_t first_non_finite(const std::vector<float>& y) {
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!std::isfinite(y[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+int capability0() { return cuda_devices().at(0).capability; }
+
+std::vector<float> run_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
+                               const std::vector<float>* bias) {
+  c.device = Device::cpu();
+  c.act_dtype = DType::F32;
+  const auto* e = ScaledMMKernelRegistry::instance().find("cpu_ref");
+  EXPECT_TRUE(e != nullptr);
+  auto k = e->create(c);
+  k->prepare(clone(w));
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
+  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
+  k->run(xt, y, bias ? &b : nullptr);
+  return y.to_float_vector();
+}
+
+std::vector<float> run_gpu(const ScaledMMKernelRegistry::Entry& e, const ScaledMMConfig& c, const ScaledMMWeights& w,
+                           const std::vector<float>& x, int64_t M, const std::vector<float>* bias) {
+  auto k = e.create(c);
+  k->prepare(clone(w));
+  Tensor xt = device_acts(x, M, c.K_p, c.act_dtype);
+  Tensor y = poisoned_output(M, c.N_p, c.act_dtype);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
+  k->run(xt, y, bias ? &b : nullptr);
+  return y.to_device(Device::cpu()).to_float_vector();
+}
+
+// Tolerances (mean relative error vs cpu_ref): INT8 with F32 output is cpu_ref's arithmetic
+// (exact integer sums, the same double epilogue); FP8 sums the same codes in another order;
+// 16-bit outputs add one rounding of the result.
+double tolerance(const ScaledMMConfig& c) {
+  if (c.act_dtype == DType::BF16) return 2e-3;
+  if (c.act_dtype == DType::F16) return 1e-3;
+  if (c.weight_type == W8Type::Int8 && c.act != ActScheme::None) return 1e-7;
+  if (c.act == ActScheme::None) return 1e-5;
+  return 1e-3;
+}
+
+const std::vector<Variant>& all_variants() {
+  static const std::vector<Variant> v = {
+      {W8Type::Int8, WeightScaleKind::Tensor, ActScheme::StaticTensor, true},
+      {W8Type::Int8, WeightScaleKind::Tensor, ActScheme::StaticTensor, false},
+      {W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicTensor, true},
+      {W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, true},
+      {W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, false},
+      {W8Type::Int8, WeightScaleKind::Channel, ActScheme::None, true},
+      {W8Type::Fp8E4M3, WeightScaleKind::Tensor, ActScheme::StaticTensor},
+      {W8Type::Fp8E4M3, WeightScaleKind::Tensor, ActScheme::DynamicTensor},
+      {W8Type::Fp8E4M3, WeightScaleKind::Tensor, ActScheme::DynamicToken},
+      {W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::StaticTensor},
+      {W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken},
+      {W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup, true, 128, 0},
+      {W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup, true, 32, 20},
+      {W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicToken, true, 128, 0},
+      {W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::None},
+      {W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::None, true, 128, 0},
+  };
+  return v;
+}
+
+// ---- activation quantizer: bit-identical to the CPU quantizers ----
+
+TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  for (const Variant& v : all_variants()) {
+    if (v.act == ActScheme::None) continue;
+    for (DType act : {DType::F32, DType::BF16, DType::F16})
+      for (int64_t M : {1, 5, 33, 130})
+        for (int64_t K : {100, 272, 1000}) {
+          const ScaledMMConfig c = make_config(v, 16, K, act, Device::cuda(0), capability0());
+          const std::string what = variant_str(c, M);
+          ScaledMMWeights w;
+          w.K = K;
+          w.input_scale = v.type == W8Type::Int8 ? 0.015f : 0.004f;  // some codes saturate
+          w.input_zero_point = v.sym ? 0 : -5;
+          w.k_phase = v.phase;
+          const std::vector<float> x = make_acts(M, K, act, 77 + M + K);
+          const CudaActCodes q =
+              quantize_acts_cuda(c, w.input_scale, w.input_zero_point, w.k_phase, device_acts(x, M, K, act));
+          const Tensor codes = q.codes.to_device(Device::cpu());
+          const std::vector<float> scales = q.scales.to_device(Device::cpu()).to_float_vector();
+          ScaledMMConfig cc = c;
+          cc.device = Device::cpu();
+          if (v.type == W8Type::Int8) {
+            std::vector<int8_t> want(static_cast<size_t>(M * K));
+            const ActScales s = quantize_acts_int8(cc, w, x.data(), M, want.data(), K, nullptr);
+            const Tensor zeros = q.zeros.to_device(Device::cpu());
+            ASSERT_EQ(std::memcmp(codes.data<int8_t>(), want.data(), want.size()), 0) << what;
+            ASSERT_EQ(scales, s.scale) << what;
+            ASSERT_EQ(std::vector<int32_t>(zeros.data<int32_t>(), zeros.data<int32_t>() + M), s.zero) << what;
+          } else {
+            std::vector<float> want(static_cast<size_t>(M * K));
+            const ActScales s = quantize_acts_fp8(cc, w, x.data(), M, want.data(), K, nullptr);
+            ASSERT_EQ(q.groups, s.groups) << what;
+            for (int64_t i = 0; i < M * K; ++i) {
+              const float got = e4m3_to_f32(codes.data<uint8_t>()[i]);
+              ASSERT_EQ(f32_bits(got), f32_bits(want[static_cast<size_t>(i)])) << what << " element " << i;
+            }
+            ASSERT_EQ(scales, s.scale) << what;
+          }
+        }
+  }
+}
+
+// ---- kernels vs cpu_ref ----
+
+void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>& ran) {
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const ScaledMMConfig c = make_config(v, N, K, act, Device::cuda(0), capability0());
+    const ScaledMMWeights w = make_weights(v, N, K, 11 + N + K);
+    std::vector<float> bias(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
+    for (int64_t M : {1, 5, 33, 130, 300}) {
+      const std::vector<float> x = make_acts(M, K, act, 5 * M + K);
+      const bool with_bias = M % 2 == 1;
+      const std::vector<float> want = run_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
+        if (e.device != DeviceType::CUDA || e.can_implement(c)) continue;
+        ran.insert(e.name);
+        const std::vector<float> got = run_gpu(e, c, w, x, M, with_bias ? &bias : nullptr);
+        const std::string what = fmt::format("{}: {} bias={}", e.name, variant_str(c, M), with_bias);
+        ASSERT_EQ(first_non_finite(got), -1) << what;
+        EXPECT_LE(rel_mean_error(got, want), tolerance(c)) << what;
+      }
+    }
+  }
+}
+
+class CudaScaledMMTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(CudaScaledMMTest, MatchesCpuRef) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  const Variant& v = GetParam();
+  std::set<std::string> ran;
+  check_variant(v, 144, 272, ran);  // multiples of 16 (the cuBLASLt kernels run), not of 256
+  check_variant(v, 70, 100, ran);   // odd: cuda_scaled_mm_simple only
+  EXPECT_TRUE(ran.count("cuda_scaled_mm_simple")) << "simple kernel did not run";
+  const bool lt_format = v.ws != WeightScaleKind::Block && v.act != ActScheme::None && v.act != ActScheme::DynamicTokenGroup;
+  if (lt_format && v.type == W8Type::Int8) {
+    EXPECT_TRUE(ran.count("cuda_scaled_mm_int8_lt"));
+  }
+  if (lt_format && v.type == W8Type::Fp8E4M3 && capability0() >= 89) {
+    EXPECT_TRUE(ran.count("cuda_scaled_mm_fp8_lt"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMTest, ::testing::ValuesIn(all_variants()), [](const auto& info) {
+  const Variant& v = info.param;
+  return fmt::format("{}_{}_{}{}_b{}_p{}", w8_type_name(v.type), weight_scale_kind_name(v.ws), act_scheme_name(v.act),
+                     v.sym ? "" : "_asym", v.block, v.phase);
+});
+
+// Llama-sized K with the cuBLASLt kernels: long int32 / FP8 accumulations.
+TEST(CudaScaledMMLarge, LongReductions) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  std::set<std::string> ran;
+  check_variant({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, false}, 256, 4096, ran);
+  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, ran);
+  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup}, 256, 4096, ran);
+}
+
+// ---- registration (any machine with the backend built) ----
+
+TEST(ScaledMMCudaRegistry, KernelsAreListedForCuda) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  for (const char* name : {"cuda_scaled_mm_fp8_lt", "cuda_scaled_mm_int8_lt", "cuda_scaled_mm_simple"}) {
+    const auto* e = ScaledMMKernelRegistry::instance().find(name);
+    ASSERT_TRUE(e != nullptr) << name;
+    EXPECT_EQ(e->device, DeviceType::CUDA) << name;
+    EXPECT_EQ(e->backend, "cuda") << name;
+  }
+}
+
+TEST(ScaledMMCudaRegistry, CanImplementGivesReasons) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  auto& reg = ScaledMMKernelRegistry::instance();
+  const Variant fp8{W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken};
+  ScaledMMConfig c = make_config(fp8, 4096, 4096, DType::BF16, Device::cuda(0), 80);
+  auto r = reg.find("cuda_scaled_mm_fp8_lt")->can_implement(c);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(r->find("capability"), std::string::npos) << *r;
+  EXPECT_NE(r->find("89"), std::string::npos) << *r;
+  EXPECT_FALSE(reg.find("cuda_scaled_mm_simple")->can_implement(c).has_value());
+  c.capability = 90;
+  EXPECT_FALSE(reg.find("cuda_scaled_mm_fp8_lt")->can_implement(c).has_value());
+  c.K_p = 100;
+  r = reg.find("cuda_scaled_mm_fp8_lt")->can_implement(c);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(r->find("16"), std::string::npos) << *r;
+  c.device = Device::cpu();
+  for (const char* name : {"cuda_scaled_mm_fp8_lt", "cuda_scaled_mm_int8_lt", "cuda_scaled_mm_simple"})
+    EXPECT_TRUE(reg.find(name)->can_implement(c).has_value()) << name;
+
+  const Variant int8{W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, false};
+  c = make_config(int8, 70, 100, DType::F16, Device::cuda(0), 90);
+  r = reg.find("cuda_scaled_mm_int8_lt")->can_implement(c);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(r->find("multiples of 4"), std::string::npos) << *r;
+  EXPECT_TRUE(reg.find("cuda_scaled_mm_fp8_lt")->can_implement(c).has_value());
+  EXPECT_FALSE(reg.find("cuda_scaled_mm_simple")->can_implement(c).has_value());
+}
+
+TEST(ScaledMMCudaRegistry, SelectionPrefersCublasLt) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  auto& reg = ScaledMMKernelRegistry::instance();
+  auto chosen = [&](const Variant& v, int64_t N, int64_t K) {
+    return reg.select(make_config(v, N, K, DType::BF16, Device::cuda(0), 90), DeviceType::CUDA, "auto", "scaled-mm",
+                      "L").second.chosen;
+  };
+  EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4096),
+            "cuda_scaled_mm_fp8_lt");
+  EXPECT_EQ(chosen({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4096),
+            "cuda_scaled_mm_int8_lt");
+  EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup}, 4096, 4096),
+            "cuda_scaled_mm_simple");
+  EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::None}, 4096, 4096), "cuda_scaled_mm_simple");
+}
+
+}  // namespace
+}  // namespace qlm
