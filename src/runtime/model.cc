@@ -1,16 +1,19 @@
 #include "runtime/model.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "config/hf_config.h"
 #include "config/quant_config_source.h"
 #include "core/thread_pool.h"
+#include "cuda/device.h"
 #include "io/checkpoint.h"
 #include "models/architecture.h"
 #include "models/decoder_model.h"
 #include "parallel/communicator.h"
 #include "quant/quantization_config.h"
 #include "quant/unquantized.h"
+#include "runtime/model_plan.h"
 
 namespace qlm::runtime {
 
@@ -25,28 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "gptq uint4b8 g32" (the method's description without the kernel it appends), or
-// "unquantized F16".
-std::string method_label(const LinearLayer& layer) {
-  if (layer.method().name() == kUnquantizedName)
-    return fmt::format("unquantized {}", dtype_name(layer.spec().params_dtype));
-  std::string d = layer.method().describe();
-  if (const size_t bracket = d.find(" ["); bracket != std::string::npos) d.resize(bracket);
-  return d;
-}
-
-LoadPlan build_plan(models::DecoderModel& rank0, const QuantizationConfig* quant) {
-  LoadPlan plan;
-  plan.quantization = quant ? quant->describe() : "none";
-  auto add = [&](const LinearLayer& layer) {
-    plan.layers.push_back({layer.prefix(), method_label(layer), layer.kernel_selection.chosen});
-  };
-  for (const auto& [prefix, layer] : rank0.modules().linears())
-    if (layer.get() != &rank0.lm_head()) add(*layer);
-  add(rank0.lm_head());  // last, also when tied (then it is not in the module set)
-  return plan;
-}
-
 uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& rank0) {
   uint64_t total = 0;
   for (const std::string& name : checkpoint.tensor_names()) {
@@ -59,19 +40,66 @@ uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& ra
   return total;
 }
 
+// A CUDA device must exist, and runs one rank until the device all-reduce (NCCL) lands.
+void check_device(const ModelOptions& options, const std::filesystem::path& model_dir) {
+  if (options.device.is_cpu()) return;
+  const ErrorContext where{.file = model_dir.string(), .tensor = {}, .layer = {}};
+  if (!cuda_backend_built())
+    fail("device.unavailable", where, "rebuild qlm with the CUDA toolkit installed (QLM_CUDA=AUTO or ON), or use --device cpu",
+         "{} was requested but this qlm was built without the CUDA backend", options.device.str());
+  const size_t count = cuda_devices().size();
+  if (options.device.index < 0 || static_cast<size_t>(options.device.index) >= count)
+    fail("device.unavailable", where,
+         count == 0 ? "check the driver and that a GPU is visible (nvidia-smi), or use --device cpu"
+                    : fmt::format("use --device cuda:0 .. cuda:{}, or --device cpu", count - 1),
+         "{} was requested but {} CUDA device(s) are visible", options.device.str(), count);
+  if (options.tp != 1)
+    fail("model.tp", where, "use --tp 1 with --device cuda, or --device cpu for in-process tensor parallelism",
+         "tensor-parallel size {} on {}: multi-GPU tensor parallelism is not available yet", options.tp,
+         options.device.str());
+}
+
+// The format must run on this GPU generation and with these activations.
+void check_quant_on_device(const QuantizationConfig& quant, Device device, int capability, DType act_dtype) {
+  if (device.is_cpu()) return;
+  if (capability < quant.min_capability())
+    fail("device.capability", {}, "use a newer GPU, or --device cpu",
+         "quantization '{}' needs CUDA compute capability {} or newer; {} has {}", quant.name(), quant.min_capability(),
+         device.str(), capability);
+  const std::vector<DType> supported = quant.supported_act_dtypes();
+  if (std::find(supported.begin(), supported.end(), act_dtype) == supported.end()) {
+    std::string names;
+    for (DType d : supported) names += fmt::format("{}{}", names.empty() ? "" : ", ", dtype_name(d));
+    fail("model.act_dtype", {}, fmt::format("choose --dtype among {}", names),
+         "quantization '{}' does not run with {} activations", quant.name(), dtype_name(act_dtype));
+  }
+}
+
 }  // namespace
+
+DType activation_dtype(const ModelOptions& options) {
+  if (options.device.is_cpu()) {
+    if (options.act_dtype && *options.act_dtype != DType::F32)
+      fail("model.act_dtype", {}, "leave --dtype unset (or f32) on the CPU, or use --device cuda for bf16 / f16",
+           "activations on the CPU are F32; {} was requested", dtype_name(*options.act_dtype));
+    return DType::F32;
+  }
+  const DType d = options.act_dtype.value_or(DType::BF16);
+  if (d != DType::F32 && d != DType::F16 && d != DType::BF16)
+    fail("model.act_dtype", {}, "use bf16, f16 or f32", "activations on {} must be BF16, F16 or F32, not {}",
+         options.device.str(), dtype_name(d));
+  return d;
+}
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const ModelOptions& options) {
   const auto start = Clock::now();
-  if (!options.device.is_cpu())
-    fail("device.unsupported", {.file = model_dir.string(), .tensor = {}, .layer = {}}, "use --device cpu",
-         "device {} is not supported yet: qlm runs models on the CPU until the CUDA backend lands",
-         options.device.str());
   if (options.tp < 1 || options.tp > 64)
     fail("model.tp", {}, "use a tensor-parallel size of at least 1", "tensor-parallel size {} is invalid", options.tp);
+  check_device(options, model_dir);
+  const DType act_dtype = activation_dtype(options);
   set_compute_threads(options.threads);
   load_plugins_from_env();
   for (const std::string& plugin : options.quant_plugins) load_quant_plugin(plugin);
@@ -95,7 +123,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
            "choose a tensor-parallel size that divides it", "{} = {} is not divisible by the tensor-parallel size {}",
            what, n, tp);
   if (tp > 1) m.group = std::make_unique<LocalCommGroup>(tp);
-  const QuantContext ctx{.device = options.device, .capability = 0, .act_dtype = DType::F32, .kernels = options.kernels};
+  const int capability = options.device.is_cpu() ? 0 : cuda_capability(options.device.index);
+  if (m.quant) check_quant_on_device(*m.quant, options.device, capability, act_dtype);
+  // The kernels hold their own (repacked) copies: the checkpoint-layout parameters are freed once
+  // each layer is finalized. Nothing in the runtime reads them afterwards.
+  const QuantContext ctx{.device = options.device, .capability = capability, .act_dtype = act_dtype,
+                         .kernels = options.kernels, .release_checkpoint_tensors = true};
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
   // KV-cache storage is the user's choice for now; an fp8 cache will come from the KV-cache method
   // (src/quant/kv_cache): one per attention layer, its scales registered with each rank's modules
@@ -105,7 +138,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
                                    .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = options.kv};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
-  model->plan_ = build_plan(*m.ranks.front(), m.quant.get());
+  model->plan_ = build_load_plan(*m.ranks.front(), m.quant.get());
   model->linear_weight_bytes_ = linear_bytes(checkpoint, *m.ranks.front());
 
   std::vector<LoadReport> reports(static_cast<size_t>(tp));
@@ -114,6 +147,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
                                                                                             : ProgressCallback{});
   });
   model->report_ = reports.front();
+  model->device_ = options.device;
+  model->act_dtype_ = act_dtype;
   model->load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return model;
 }
@@ -121,12 +156,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
 const models::ModelConfig& Model::config() const { return impl_->config; }
 int64_t Model::vocab_size() const { return impl_->config.vocab_size; }
 int Model::tp() const { return static_cast<int>(impl_->ranks.size()); }
-int64_t Model::cache_length() const { return impl_->ranks.front()->cache().length(); }
+int64_t Model::cache_length() const { return impl_->ranks.front()->cache_length(); }
 
 void Model::reset(int64_t length) {
   if (length < 0 || length > cache_length())
     fail("model.positions", {}, "", "cannot keep {} tokens of a sequence of {}", length, cache_length());
-  for (auto& rank : impl_->ranks) rank->cache().truncate(length);
+  for (auto& rank : impl_->ranks) rank->truncate_cache(length);
 }
 
 Tensor Model::forward(std::span<const int32_t> tokens, bool all_logits) {

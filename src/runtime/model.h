@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -29,18 +30,33 @@ struct ModelOptions {
   KernelPolicy kernels{};                    // --linear-backend and per-format overrides
   std::vector<std::string> quant_plugins{};  // shared libraries registering more formats / kernels
   ops::KvEncoding kv{};                      // KV-cache storage (F32 by default)
+  // Activation dtype of the linear layers: F32 only on the CPU; on CUDA BF16 when unset, or F16 / F32.
+  std::optional<DType> act_dtype{};
   ProgressCallback progress{};               // called by rank 0 while tensors load
 };
+
+// The activation dtype a load with `options` uses (F32 on the CPU, BF16 by default on CUDA).
+// Throws "model.act_dtype" for a dtype the device cannot run.
+DType activation_dtype(const ModelOptions& options);
 
 // What runs each linear layer, as decided at load time.
 struct LayerPlan {
   std::string layer;   // "model.layers.0.self_attn.qkv_proj"
   std::string method;  // "gptq uint4b8 g32", "unquantized F16"
   std::string kernel;  // "cpu_fast_avx512"
+  std::string format;  // the method's name: "gptq", "compressed-tensors:w8a8", "unquantized"
+  int64_t K_p = 0, N_p = 0;  // this rank's input / output size
+  std::vector<std::pair<std::string, std::string>> rejected;  // kernel, reason (priority order)
 };
 struct LoadPlan {
   std::string quantization;  // the QuantizationConfig's description, or "none"
   std::vector<LayerPlan> layers;
+  struct Group {
+    std::string method, kernel;
+    int count = 0;
+  };
+  // Layers counted by (method, kernel), in first-seen order.
+  std::vector<Group> groups() const;
   // "gptq uint4b8 g32 → cpu_fast_avx512 ×14, unquantized F32 → cpu_fast_dense ×1", in first-seen order.
   std::string summary() const;
 };
@@ -48,7 +64,8 @@ struct LoadPlan {
 class Model {
  public:
   // Throws qlm::Error: config.*, model.unknown_architecture, checkpoint.*, loader.*, kernel.*,
-  // device.unsupported (CUDA until its backend lands), model.tp (TP size that does not fit).
+  // device.unavailable (no such CUDA device, or a build without CUDA), device.capability (GPU too
+  // old for the format), model.act_dtype, model.tp (TP size that does not fit; tp > 1 on CUDA).
   static std::unique_ptr<Model> load(const std::filesystem::path& model_dir, const ModelOptions& options = {});
   ~Model();
 
@@ -58,6 +75,8 @@ class Model {
   const LoadReport& load_report() const { return report_; }
   double load_seconds() const { return load_seconds_; }
   int tp() const;
+  Device device() const { return device_; }
+  DType act_dtype() const { return act_dtype_; }
   // Bytes of every linear layer's checkpoint tensors (all ranks together): what one decode step
   // must read, for bandwidth floors.
   uint64_t linear_weight_bytes() const { return linear_weight_bytes_; }
@@ -80,6 +99,8 @@ class Model {
   LoadReport report_;
   double load_seconds_ = 0;
   uint64_t linear_weight_bytes_ = 0;
+  Device device_;
+  DType act_dtype_ = DType::F32;
 };
 
 }  // namespace qlm::runtime
