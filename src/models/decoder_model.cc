@@ -123,7 +123,20 @@ void DecoderModel::declare(const TensorDtypeLookup& dtypes) {
   } else {
     lm_head_ = add_linear(std::move(head));
   }
-  cache_ = std::make_unique<ops::KvCache>(c.num_layers, kv_heads_, c.head_dim, options_.kv);
+  if (on_device())
+    device_cache_ = std::make_unique<ops::cu::DeviceKvCache>(options_.ctx.device, c.num_layers, kv_heads_, c.head_dim,
+                                                             options_.kv);
+  else
+    cache_ = std::make_unique<ops::KvCache>(c.num_layers, kv_heads_, c.head_dim, options_.kv);
+}
+
+int64_t DecoderModel::cache_length() const { return cache_ ? cache_->length() : device_cache_->length(); }
+
+void DecoderModel::truncate_cache(int64_t length) {
+  if (cache_)
+    cache_->truncate(length);
+  else
+    device_cache_->truncate(length);
 }
 
 LoadReport DecoderModel::load(const io::Checkpoint& checkpoint, const ProgressCallback& progress) {
@@ -155,6 +168,7 @@ void DecoderModel::finish_load() {
     tied_lm_head_->load_weight("weight", embedding_, ShardId::whole(), kEmbed);
     tied_lm_head_->finalize();
   }
+  if (on_device()) finish_load_device();
 }
 
 Tensor DecoderModel::embed(std::span<const int32_t> tokens) const {
@@ -218,6 +232,7 @@ void DecoderModel::mlp_block(Block& b, Tensor& x, const Tensor& h) {
 }
 
 Tensor DecoderModel::forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits) {
+  if (on_device()) return forward_device(tokens, positions, all_logits);
   const int64_t T = static_cast<int64_t>(tokens.size()), H = config_.hidden_size;
   const int64_t past = cache_->length();
   QLM_CHECK(T > 0 && positions.size() == tokens.size());

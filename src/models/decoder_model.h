@@ -2,7 +2,9 @@
 // (RMSNorm → QKV → [q/k norm] → rotary → GQA attention over the KV cache → o_proj) and
 // (RMSNorm → gate_up → SiLU·mul → down), final RMSNorm and lm_head. Every projection is a parallel
 // LinearLayer built with the model's QuantizationConfig, so any format and any TP size run here;
-// row-parallel layers all-reduce, a column-parallel lm_head all-gathers. Activations are F32.
+// row-parallel layers all-reduce, a column-parallel lm_head all-gathers. On the CPU activations are
+// F32; on CUDA (ctx.device, decoder_model_cuda.cc) the whole step stays on the device: the residual
+// stream is F32, linear layers take and return ctx.act_dtype, and only the logits come back.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "loader/loader.h"
 #include "loader/module_set.h"
 #include "models/model_config.h"
+#include "runtime/ops/cuda/device_kv_cache.h"
 #include "runtime/ops/kv_cache.h"
 
 namespace qlm::models {
@@ -51,11 +54,18 @@ class DecoderModel {
   LoadReport load(const std::vector<std::pair<std::string, Tensor>>& tensors);
 
   // Runs `tokens` at `positions` (positions[i] == cache length + i) and appends them to the KV
-  // cache. Returns F32 logits [T, vocab] (all_logits) or [1, vocab] for the last token. Every rank
-  // of a TP group must call it with the same arguments.
+  // cache. Returns F32 logits [T, vocab] (all_logits) or [1, vocab] for the last token, on the
+  // host also for a device model. Every rank of a TP group must call it with the same arguments.
   Tensor forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits);
 
-  ops::KvCache& cache() { return *cache_; }
+  // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.
+  int64_t cache_length() const;
+  void truncate_cache(int64_t length);
+  // The host KV cache of a CPU model.
+  ops::KvCache& cache() {
+    QLM_CHECK(cache_ != nullptr);
+    return *cache_;
+  }
 
  private:
   struct Block {
@@ -81,7 +91,19 @@ class DecoderModel {
   Tensor embedding_;  // [vocab, hidden], checkpoint dtype
   std::vector<float> final_norm_;
   int64_t heads_ = 0, kv_heads_ = 0;  // this rank
-  std::unique_ptr<ops::KvCache> cache_;  // sized once the layers know this rank's kv heads
+  std::unique_ptr<ops::KvCache> cache_;  // CPU; sized once the layers know this rank's kv heads
+
+  // The device path (decoder_model_cuda.cc). Weights other than the linear layers' (which their
+  // kernels hold) live here as device tensors: embedding in its checkpoint dtype, norms in F32.
+  bool on_device() const { return !options_.ctx.device.is_cpu(); }
+  void finish_load_device();
+  Tensor forward_device(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits);
+  struct DeviceNorms {
+    Tensor input_norm, post_norm, q_norm, k_norm;
+  };
+  Tensor device_embedding_, device_final_norm_;
+  std::vector<DeviceNorms> device_norms_;
+  std::unique_ptr<ops::cu::DeviceKvCache> device_cache_;  // CUDA
 };
 
 }  // namespace qlm::models

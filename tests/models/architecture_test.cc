@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cuda/device.h"
 #include "models/architecture.h"
 #include "models/model_fixtures.h"
 #include "runtime/model.h"
@@ -67,9 +68,17 @@ TEST(Architectures, Llama3RopeNeedsItsFields) {
   EXPECT_QLM_ERROR(runtime::Model::load(dir.path()), "config.missing_key", "low_freq_factor");
 }
 
-TEST(ModelLoad, CudaIsAClearError) {
+TEST(ModelLoad, CudaWithoutAGpuIsAClearError) {
+  if (!cuda_devices().empty()) GTEST_SKIP() << "a GPU is visible (tests/cuda covers loading there)";
   EXPECT_QLM_ERROR(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", {.device = Device::cuda(0)}),
-                   "device.unsupported", "--device cpu");
+                   "device.unavailable", "--device cpu");
+}
+
+TEST(ModelLoad, CpuActivationsAreF32) {
+  EXPECT_QLM_ERROR(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", {.act_dtype = DType::BF16}),
+                   "model.act_dtype", "activations on the CPU are F32");
+  EXPECT_EQ(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", {.act_dtype = DType::F32})->act_dtype(),
+            DType::F32);
 }
 
 TEST(ModelLoad, TpMustDivideHeads) {

@@ -10,6 +10,7 @@
 
 #include <sys/wait.h>
 
+#include "cuda/device.h"
 #include "io/safetensors.h"
 #include "models/model_fixtures.h"
 #include "support/temp_dir.h"
@@ -99,12 +100,52 @@ TEST(ModelCli, GenerateStreamsTextAndReports) {
   EXPECT_EQ(run_qlm(sampled, dir).out, run_qlm(sampled, dir).out);
 }
 
-TEST(ModelCli, GenerateOnCudaIsAClearError) {
+TEST(ModelCli, CudaWithoutAGpuIsAClearError) {
+  if (!cuda_devices().empty()) GTEST_SKIP() << "a GPU is visible: --device cuda runs";
   testing::TempDir dir;
   const fs::path model = testing::model_fixture_root() / "llama-gqa";
-  const RunResult r = run_qlm("generate '" + model.string() + "' --prompt hi --device cuda", dir);
+  for (const char* device : {"cuda", "cuda:3"}) {
+    const RunResult r = run_qlm("generate '" + model.string() + "' --prompt hi --device " + device, dir);
+    EXPECT_EQ(r.status, 1) << device;
+    EXPECT_NE(r.err.find("device.unavailable"), std::string::npos) << device << "\n" << r.err;
+    EXPECT_NE(r.err.find(cuda_backend_built() ? "CUDA device(s) are visible" : "without the CUDA backend"),
+              std::string::npos)
+        << device << "\n" << r.err;
+  }
+}
+
+TEST(ModelCli, DtypeFlag) {
+  testing::TempDir dir;
+  const fs::path model = testing::model_fixture_root() / "llama-gqa";
+  const std::string out = (dir / "o.safetensors").string();
+  // bf16 / f16 activations are for CUDA; the CPU computes in f32.
+  for (const char* dtype : {"bf16", "f16"}) {
+    const RunResult r =
+        run_qlm("logits '" + model.string() + "' --tokens \"1 2\" --out '" + out + "' --device cpu --dtype " + dtype, dir);
+    EXPECT_EQ(r.status, 1) << dtype;
+    EXPECT_NE(r.err.find("model.act_dtype"), std::string::npos) << dtype << "\n" << r.err;
+    EXPECT_NE(r.err.find("activations on the CPU are F32"), std::string::npos) << dtype << "\n" << r.err;
+  }
+  RunResult r = run_qlm("logits '" + model.string() + "' --tokens \"1 2\" --out '" + out + "' --dtype f8", dir);
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("device.unsupported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cli.dtype"), std::string::npos) << r.err;
+  r = run_qlm("logits '" + model.string() + "' --tokens \"1 2\" --out '" + out + "' --dtype f32 --threads 2", dir);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cpu, activations F32"), std::string::npos) << r.err;
+}
+
+TEST(ModelCli, CudaTensorParallelIsAClearError) {
+  if (!cuda_devices().empty()) {
+    // With a GPU the device check passes and tp 2 is what is refused.
+    testing::TempDir dir;
+    const fs::path model = testing::model_fixture_root() / "llama-gqa";
+    const RunResult r = run_qlm("generate '" + model.string() + "' --prompt hi --device cuda --tp 2", dir);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("model.tp"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("multi-GPU tensor parallelism is not available yet"), std::string::npos) << r.err;
+    return;
+  }
+  GTEST_SKIP() << "no GPU: the device check comes first";
 }
 
 }  // namespace

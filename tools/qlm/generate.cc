@@ -61,6 +61,8 @@ void run_generate(const GenerateArgs& args) {
                s.prefill_tokens_per_second());
   std::fprintf(stderr, "decode: %lld tokens, %.1f tokens/s%s\n", static_cast<long long>(s.generated_tokens),
                s.decode_tokens_per_second(), result.stopped_at_eos ? " (stopped at eos)" : "");
+  std::fprintf(stderr, "device: %s, activations %s\n", model->device().str().c_str(),
+               std::string(dtype_name(model->act_dtype())).c_str());
   std::fprintf(stderr, "layers: %s\n", model->plan().summary().c_str());
 }
 

@@ -16,6 +16,7 @@ void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
   cmd->add_option("--quant-plugin", o.quant_plugins, "Shared library registering quantization formats or kernels");
   cmd->add_option("--quantization", o.quantization, "Quantization format to use instead of the checkpoint's (same family)");
   cmd->add_option("--kv-cache-dtype", o.kv_dtype, "KV-cache storage: f32, f16 or bf16")->default_str("f32");
+  cmd->add_option("--dtype", o.dtype, "Activation dtype on cuda: bf16 (default), f16 or f32; cpu runs f32 only");
 }
 
 namespace {
@@ -31,6 +32,13 @@ Device parse_device(const std::string& text) {
   }
   fail("cli.device", {}, "use --device cpu or --device cuda[:N]", "unknown device '{}'", text);
 }
+
+DType parse_act_dtype(const std::string& text) {
+  if (text == "bf16" || text == "bfloat16") return DType::BF16;
+  if (text == "f16" || text == "fp16" || text == "float16") return DType::F16;
+  if (text == "f32" || text == "fp32" || text == "float32") return DType::F32;
+  fail("cli.dtype", {}, "use --dtype bf16, f16 or f32", "unknown activation dtype '{}'", text);
+}
 }  // namespace
 
 runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
@@ -44,6 +52,8 @@ runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
   const auto kv = ops::kv_dtype_from_name(o.kv_dtype);
   if (!kv) fail("cli.kv_dtype", {}, "use f32, f16 or bf16", "unknown KV-cache dtype '{}'", o.kv_dtype);
   m.kv.dtype = *kv;
+  if (!o.dtype.empty()) m.act_dtype = parse_act_dtype(o.dtype);
+  runtime::activation_dtype(m);  // rejects bf16 / f16 on cpu before anything loads
   return m;
 }
 

@@ -1,5 +1,6 @@
 // Options shared by the subcommands that load and run a model (generate, logits): device,
-// threads, tensor parallelism, kernel backend, quantization override and plugins, KV-cache dtype.
+// threads, tensor parallelism, kernel backend, quantization override and plugins, KV-cache dtype,
+// activation dtype (CUDA).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,11 +21,13 @@ struct ModelCliOptions {
   std::vector<std::string> quant_plugins;
   std::string quantization;
   std::string kv_dtype = "f32";
+  std::string dtype;  // activation dtype; empty: the device's default (f32 on cpu, bf16 on cuda)
 };
 
 // Adds MODEL (positional, required) and the options above to `cmd`.
 void add_model_options(CLI::App* cmd, ModelCliOptions& options);
-// Throws "cli.device" / "cli.kv_dtype" for values it cannot parse.
+// Throws "cli.device" / "cli.kv_dtype" / "cli.dtype" for values it cannot parse, and
+// "model.act_dtype" for an activation dtype the device cannot run (bf16 / f16 on cpu).
 runtime::ModelOptions to_model_options(const ModelCliOptions& options);
 
 }  // namespace qlm::cli

@@ -1,0 +1,101 @@
+// DecoderModel on a CUDA device: the same step as the CPU forward in decoder_model.cc, with every
+// tensor on the device. The residual stream x is F32; RMSNorm writes the linear inputs in the
+// context's act dtype; q/k/v are widened to F32 for the q/k norm, rotary, the cache write and
+// attention, whose output goes back to the act dtype for o_proj. Only the final logits are copied
+// to the host (as F32).
+#include <cmath>
+
+#include "models/decoder_model.h"
+
+#ifdef QLM_WITH_CUDA
+#include "runtime/ops/cuda/device_ops.h"
+#endif
+
+namespace qlm::models {
+
+#ifdef QLM_WITH_CUDA
+
+namespace {
+Tensor upload_f32(const std::vector<float>& values, Device device) {
+  return Tensor::from_vector(values, {static_cast<int64_t>(values.size())}).to_device(device);
+}
+}  // namespace
+
+void DecoderModel::finish_load_device() {
+  const Device device = options_.ctx.device;
+  QLM_CHECK(options_.tp.size == 1);  // Model::load admits tp 1 on CUDA (no device all-reduce yet)
+  device_embedding_ = embedding_.to_device(device);
+  device_final_norm_ = upload_f32(final_norm_, device);
+  device_norms_.resize(blocks_.size());
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = blocks_[i];
+    DeviceNorms& d = device_norms_[i];
+    d.input_norm = upload_f32(b.input_norm, device);
+    d.post_norm = upload_f32(b.post_norm, device);
+    if (config_.qk_norm) {
+      d.q_norm = upload_f32(b.q_norm, device);
+      d.k_norm = upload_f32(b.k_norm, device);
+    }
+  }
+}
+
+Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<const int64_t> positions,
+                                    bool all_logits) {
+  const Device device = options_.ctx.device;
+  const DType act = options_.ctx.act_dtype;
+  const int64_t T = static_cast<int64_t>(tokens.size()), d = config_.head_dim;
+  const int64_t past = device_cache_->length();
+  QLM_CHECK(T > 0 && positions.size() == tokens.size());
+  for (int64_t t = 0; t < T; ++t) QLM_CHECK(positions[static_cast<size_t>(t)] == past + t);
+  for (int32_t id : tokens) QLM_CHECK(id >= 0 && id < config_.vocab_size);
+  device_cache_->reserve(past + T);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const ops::cu::DeviceRope rope = ops::cu::upload_rope(ops::rope_angles(config_.rope, positions), T, device);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+
+  Tensor x = ops::cu::embedding(device_embedding_, tokens, DType::F32);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    Block& b = blocks_[static_cast<size_t>(l)];
+    const DeviceNorms& norms = device_norms_[static_cast<size_t>(l)];
+
+    // Attention: q | k | v columns of the widened qkv output.
+    Tensor qkv = ops::cu::to_f32(b.qkv->forward(ops::cu::rms_norm(x, 0, T, norms.input_norm, eps, act)));
+    QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
+    const int64_t k_col = heads_ * d, v_col = (heads_ + kv_heads_) * d;
+    if (config_.qk_norm) {
+      ops::cu::head_rms_norm(qkv, 0, heads_, d, norms.q_norm, eps);
+      ops::cu::head_rms_norm(qkv, k_col, kv_heads_, d, norms.k_norm, eps);
+    }
+    ops::cu::apply_rope(rope, qkv, 0, heads_, d);
+    ops::cu::apply_rope(rope, qkv, k_col, kv_heads_, d);
+    device_cache_->write(l, past, qkv, k_col, v_col);
+    const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
+                                      .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
+    ops::cu::add_residual(x, b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act)));
+
+    // MLP.
+    const Tensor gate_up = b.gate_up->forward(ops::cu::rms_norm(x, 0, T, norms.post_norm, eps, act));
+    ops::cu::add_residual(x, b.down->forward(ops::cu::silu_and_mul(gate_up)));
+  }
+  device_cache_->commit(T);
+
+  const int64_t rows = all_logits ? T : 1;
+  const Tensor logits = lm_head_->forward(ops::cu::rms_norm(x, T - rows, rows, device_final_norm_, eps, act));
+  return ops::cu::to_f32(logits).to_device(Device::cpu());
+}
+
+#else  // no CUDA backend: Model::load rejects CUDA devices before a DecoderModel exists
+
+void DecoderModel::finish_load_device() {
+  fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",
+       "{} needs the CUDA backend, which this qlm was built without", options_.ctx.device.str());
+}
+
+Tensor DecoderModel::forward_device(std::span<const int32_t>, std::span<const int64_t>, bool) {
+  fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",
+       "{} needs the CUDA backend, which this qlm was built without", options_.ctx.device.str());
+}
+
+#endif
+
+}  // namespace qlm::models

@@ -1,0 +1,83 @@
+#include "runtime/ops/cuda/device_kv_cache.h"
+
+#include <algorithm>
+
+#include "core/device_memory.h"
+
+#ifdef QLM_WITH_CUDA
+#include "cuda/context.h"
+#include "cuda/cuda_check.h"
+#include "runtime/ops/cuda/elem_type.h"
+#endif
+
+namespace qlm::ops::cu {
+
+DType kv_storage_dtype(KvDType dtype) {
+  switch (dtype) {
+    case KvDType::F32: return DType::F32;
+    case KvDType::F16: return DType::F16;
+    case KvDType::BF16: return DType::BF16;
+  }
+  QLM_CHECK(false);
+  return DType::F32;
+}
+
+DeviceKvCache::DeviceKvCache(Device device, int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
+    : device_(device), layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)),
+      k_scale_(static_cast<size_t>(layers), 1.0f), v_scale_(static_cast<size_t>(layers), 1.0f) {
+  QLM_CHECK(!device.is_cpu() && layers > 0 && kv_heads > 0 && head_dim > 0);
+}
+
+void DeviceKvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
+  QLM_CHECK(layer >= 0 && layer < layers_ && k_scale > 0 && v_scale > 0 && length_ == 0);
+  k_scale_[static_cast<size_t>(layer)] = k_scale;
+  v_scale_[static_cast<size_t>(layer)] = v_scale;
+}
+
+void DeviceKvCache::reserve(int64_t slots) {
+  if (slots <= capacity_) return;
+  const int64_t grown = std::max<int64_t>({slots, capacity_ * 2, 16});
+  const DType dtype = kv_storage_dtype(encoding_.dtype);
+  for (auto* side : {&k_, &v_})
+    for (Tensor& buffer : *side) {
+      Tensor bigger = Tensor::empty({grown, row_elems()}, dtype, device_);
+      if (length_ > 0) {
+        // Only committed slots are kept: reserve() runs before a forward writes its slots.
+        Tensor kept = bigger.narrow(0, 0, length_);
+        copy_tensor_bytes(kept, buffer.narrow(0, 0, length_));
+      }
+      buffer = std::move(bigger);
+    }
+  capacity_ = grown;
+}
+
+void DeviceKvCache::commit(int64_t tokens) {
+  QLM_CHECK(tokens >= 0 && length_ + tokens <= capacity_);
+  length_ += tokens;
+}
+
+void DeviceKvCache::truncate(int64_t length) {
+  QLM_CHECK(length >= 0 && length <= length_);
+  length_ = length;
+}
+
+void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col) {
+  const int64_t tokens = qkv.size(0), stride = qkv.size(1);
+  QLM_CHECK(layer >= 0 && layer < layers_ && slot0 >= 0 && slot0 + tokens <= capacity_);
+  QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
+  QLM_CHECK(k_col >= 0 && k_col + row_elems() <= stride && v_col >= 0 && v_col + row_elems() <= stride);
+#ifdef QLM_WITH_CUDA
+  const float* base = qkv.data<float>();
+  Tensor& k = k_[static_cast<size_t>(layer)];
+  Tensor& v = v_[static_cast<size_t>(layer)];
+  QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), k.raw_data(), v.raw_data(),
+                                 elem_type(kv_storage_dtype(encoding_.dtype)), slot0, k_scale(layer),
+                                 v_scale(layer), qlm::cuda::context(device_.index).stream));
+#else
+  fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",
+       "the KV cache on {} needs the CUDA backend, which this qlm was built without", device_.str());
+#endif
+}
+
+}  // namespace qlm::ops::cu

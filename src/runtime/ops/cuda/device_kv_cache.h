@@ -1,0 +1,55 @@
+// The KV cache of one sequence on a CUDA device: the device twin of ops::KvCache (same storage
+// dtypes, slot layout [slots, kv_heads, head_dim] per layer, per-layer k/v scales with
+// stored = x / scale). Capacity grows geometrically by reallocating every layer and copying the
+// slots it holds. Declared and sized in every build; write() needs the CUDA backend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/ops/kv_cache.h"
+
+namespace qlm::ops::cu {
+
+DType kv_storage_dtype(KvDType dtype);
+
+class DeviceKvCache {
+ public:
+  DeviceKvCache(Device device, int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding = {});
+
+  Device device() const { return device_; }
+  int64_t layers() const { return layers_; }
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  const KvEncoding& encoding() const { return encoding_; }
+  int64_t length() const { return length_; }  // committed slots
+  int64_t capacity() const { return capacity_; }
+
+  void set_scales(int64_t layer, float k_scale, float v_scale);  // before anything is written
+  float k_scale(int64_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }
+  float v_scale(int64_t layer) const { return v_scale_[static_cast<size_t>(layer)]; }
+
+  // Ensures room for `slots` slots in every layer, keeping the contents.
+  void reserve(int64_t slots);
+  // Writes rows t < rows(qkv) of K (columns [k_col, k_col + kv_heads·head_dim) of the F32 device
+  // tensor qkv) and V (from v_col) into slots [slot0, slot0 + rows) of `layer`. Room must be reserved.
+  void write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col);
+  void commit(int64_t tokens);
+  void truncate(int64_t length);
+
+  // Storage of `layer`: [capacity, kv_heads · head_dim] in kv_storage_dtype(encoding().dtype).
+  const Tensor& k(int64_t layer) const { return k_[static_cast<size_t>(layer)]; }
+  const Tensor& v(int64_t layer) const { return v_[static_cast<size_t>(layer)]; }
+
+ private:
+  int64_t row_elems() const { return kv_heads_ * head_dim_; }
+  Device device_;
+  int64_t layers_, kv_heads_, head_dim_;
+  KvEncoding encoding_;
+  int64_t length_ = 0, capacity_ = 0;
+  std::vector<Tensor> k_, v_;
+  std::vector<float> k_scale_, v_scale_;
+};
+
+}  // namespace qlm::ops::cu

@@ -1,0 +1,130 @@
+#include "runtime/ops/cuda/device_ops.h"
+
+#ifdef QLM_WITH_CUDA
+#include <vector>
+
+#include "cuda/context.h"
+#include "cuda/cuda_check.h"
+#include "runtime/ops/cuda/elem_type.h"
+
+namespace qlm::ops::cu {
+
+namespace {
+
+cudaStream_t stream_of(const Tensor& t) {
+  QLM_CHECK(!t.on_host());
+  return qlm::cuda::context(t.device().index).stream;
+}
+
+void check_f32_matrix(const Tensor& t) {
+  QLM_CHECK(!t.on_host() && t.dtype() == DType::F32 && t.dim() == 2 && t.is_contiguous());
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& table, std::span<const int32_t> ids, DType out) {
+  QLM_CHECK(!table.on_host() && table.dim() == 2 && table.is_contiguous() && !ids.empty());
+  const int64_t rows = static_cast<int64_t>(ids.size()), hidden = table.size(1);
+  const Tensor device_ids =
+      Tensor::from_vector(std::vector<int32_t>(ids.begin(), ids.end()), {rows}).to_device(table.device());
+  Tensor y = Tensor::empty({rows, hidden}, out, table.device());
+  QLM_CUDA_CHECK(launch_embedding(table.raw_data(), elem_type(table.dtype()), device_ids.data<int32_t>(), rows, hidden,
+                                  y.raw_data(), elem_type(out), stream_of(table)));
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out) {
+  check_f32_matrix(x);
+  const int64_t dim = x.size(1);
+  QLM_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= x.size(0));
+  QLM_CHECK(!weight.on_host() && weight.dtype() == DType::F32 && weight.numel() == dim);
+  Tensor y = Tensor::empty({rows, dim}, out, x.device());
+  QLM_CUDA_CHECK(launch_rms_norm(x.data<float>() + row0 * dim, dim, weight.data<float>(), y.raw_data(), elem_type(out),
+                                 dim, rows, 1, dim, eps, stream_of(x)));
+  return y;
+}
+
+void head_rms_norm(Tensor& x, int64_t col0, int64_t heads, int64_t head_dim, const Tensor& weight, float eps) {
+  check_f32_matrix(x);
+  const int64_t stride = x.size(1);
+  QLM_CHECK(col0 >= 0 && col0 + heads * head_dim <= stride);
+  QLM_CHECK(!weight.on_host() && weight.dtype() == DType::F32 && weight.numel() == head_dim);
+  float* base = x.data<float>() + col0;
+  QLM_CUDA_CHECK(launch_rms_norm(base, stride, weight.data<float>(), base, ElemType::F32, stride, x.size(0), heads,
+                                 head_dim, eps, stream_of(x)));
+}
+
+void add_residual(Tensor& x, const Tensor& y) {
+  QLM_CHECK(x.dtype() == DType::F32 && x.shape() == y.shape() && x.is_contiguous() && y.is_contiguous());
+  QLM_CHECK(!x.on_host() && x.device() == y.device());
+  QLM_CUDA_CHECK(launch_add_residual(x.data<float>(), y.raw_data(), elem_type(y.dtype()), x.numel(), stream_of(x)));
+}
+
+Tensor to_f32(const Tensor& x) {
+  QLM_CHECK(!x.on_host() && x.is_contiguous());
+  if (x.dtype() == DType::F32) return x;
+  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
+  QLM_CUDA_CHECK(launch_to_f32(x.raw_data(), elem_type(x.dtype()), y.data<float>(), x.numel(), stream_of(x)));
+  return y;
+}
+
+Tensor silu_and_mul(const Tensor& gate_up) {
+  QLM_CHECK(!gate_up.on_host() && gate_up.dim() == 2 && gate_up.is_contiguous() && gate_up.size(1) % 2 == 0);
+  const int64_t rows = gate_up.size(0), width = gate_up.size(1) / 2;
+  Tensor y = Tensor::empty({rows, width}, gate_up.dtype(), gate_up.device());
+  QLM_CUDA_CHECK(launch_silu_and_mul(gate_up.raw_data(), y.raw_data(), elem_type(gate_up.dtype()), rows, width,
+                                     stream_of(gate_up)));
+  return y;
+}
+
+DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device) {
+  QLM_CHECK(static_cast<int64_t>(angles.cos.size()) == tokens * angles.half && angles.sin.size() == angles.cos.size());
+  DeviceRope rope;
+  rope.half = angles.half;
+  rope.tokens = tokens;
+  rope.cos = Tensor::from_vector(angles.cos, {tokens, angles.half}).to_device(device);
+  rope.sin = Tensor::from_vector(angles.sin, {tokens, angles.half}).to_device(device);
+  return rope;
+}
+
+void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim) {
+  check_f32_matrix(x);
+  QLM_CHECK(x.size(0) == rope.tokens && 2 * rope.half <= head_dim && col0 + heads * head_dim <= x.size(1));
+  QLM_CUDA_CHECK(launch_rotary(x.data<float>() + col0, x.size(1), rope.tokens, heads, head_dim, rope.cos.data<float>(),
+                               rope.sin.data<float>(), rope.half, stream_of(x)));
+}
+
+Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
+                 const AttentionParams& p, DType out) {
+  check_f32_matrix(qkv);
+  const int64_t tokens = qkv.size(0);
+  QLM_CHECK(p.kv_heads == cache.kv_heads() && p.head_dim == cache.head_dim() && p.heads % p.kv_heads == 0);
+  QLM_CHECK(past >= 0 && past + tokens <= cache.capacity() && p.heads * p.head_dim <= qkv.size(1));
+  if (p.head_dim > kMaxAttentionHeadDim)
+    fail("device.unsupported", {}, "run this model with --device cpu",
+         "CUDA attention supports head_dim up to {}, the model has {}", kMaxAttentionHeadDim, p.head_dim);
+  Tensor y = Tensor::empty({tokens, p.heads * p.head_dim}, out, qkv.device());
+  AttentionArgs a;
+  a.q = qkv.data<float>();
+  a.q_stride = qkv.size(1);
+  a.tokens = tokens;
+  a.past = past;
+  a.k = cache.k(layer).raw_data();
+  a.v = cache.v(layer).raw_data();
+  a.kv_type = elem_type(cache.k(layer).dtype());
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.k_scale = cache.k_scale(layer);
+  a.v_scale = cache.v_scale(layer);
+  a.sliding_window = p.sliding_window;
+  a.out = y.raw_data();
+  a.out_type = elem_type(out);
+  a.out_stride = p.heads * p.head_dim;
+  QLM_CUDA_CHECK(launch_attention(a, stream_of(qkv)));
+  return y;
+}
+
+}  // namespace qlm::ops::cu
+#endif

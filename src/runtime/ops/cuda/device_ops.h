@@ -1,0 +1,50 @@
+// The decoder's non-linear ops on CUDA tensors, as Tensor-level calls over the launchers of
+// launch.h. Everything runs on the device's qlm stream (cuda/context.h), so results are ordered
+// with the linear kernels without synchronising. The residual stream is F32; activations handed
+// to linear layers are in the model's act dtype (F32, F16 or BF16). Declared in every build,
+// defined only with QLM_WITH_CUDA (the device forward is unreachable without it).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/cuda/device_kv_cache.h"
+#include "runtime/ops/rope.h"
+
+namespace qlm::ops::cu {
+
+// [T, hidden] rows of `table` ([vocab, hidden], F32/F16/BF16 on the device) for token ids that the
+// caller checked against the vocabulary, converted to `out`.
+Tensor embedding(const Tensor& table, std::span<const int32_t> ids, DType out);
+
+// y = RMSNorm(x[row0 : row0 + rows]) · weight: x F32 [T, dim], weight F32 [dim], y [rows, dim] in `out`.
+Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out);
+// The per-head norm of Qwen3, in place: `heads` vectors of head_dim starting at column col0 of
+// every row of the F32 tensor x; weight F32 [head_dim].
+void head_rms_norm(Tensor& x, int64_t col0, int64_t heads, int64_t head_dim, const Tensor& weight, float eps);
+
+// x += y: x F32, y the same shape in any act dtype.
+void add_residual(Tensor& x, const Tensor& y);
+// F32 copy of x (x itself when it is F32 already).
+Tensor to_f32(const Tensor& x);
+// [rows, width] = silu(gate) · up of gate_up [rows, 2·width], in gate_up's dtype.
+Tensor silu_and_mul(const Tensor& gate_up);
+
+// Host-computed rotary angles, uploaded once per forward.
+struct DeviceRope {
+  int64_t half = 0, tokens = 0;
+  Tensor cos, sin;  // F32 [tokens, half] on the device
+};
+DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device);
+// Rotates `heads` heads of head_dim starting at column col0 of every row of the F32 tensor x.
+void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim);
+
+// Attention of the queries in columns [0, heads·head_dim) of the F32 tensor qkv (rows at slots
+// past, past + 1, ...) over `layer` of the cache, which already holds those slots. Returns
+// [T, heads·head_dim] in `out`.
+Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
+                 const AttentionParams& params, DType out);
+
+}  // namespace qlm::ops::cu

@@ -1,0 +1,68 @@
+// Plain launchers of the runtime's CUDA kernels (the model's non-linear ops). C++17, no qlm
+// headers, so the .cu files can include it; the Tensor-level wrappers are in device_ops.h.
+// Every launcher enqueues on `stream` and returns the launch status (cudaGetLastError).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qlm::ops::cu {
+
+// Element type of activations, embedding tables and KV-cache storage.
+enum class ElemType : int { F32 = 0, F16 = 1, BF16 = 2 };
+
+// out[t, :] = table[ids[t], :] converted to out_type; ids must be in range (checked on the host).
+cudaError_t launch_embedding(const void* table, ElemType table_type, const int32_t* ids, int64_t rows,
+                             int64_t hidden, void* out, ElemType out_type, cudaStream_t stream);
+
+// y[r, :] = weight ⊙ x[r, :] / sqrt(mean(x[r, :]²) + eps) with the mean of squares in double, as
+// ops::rms_norm, for rows·groups vectors of `dim` elements. Vector (r, g) is x[r·x_stride + g·dim]
+// (groups > 1: the per-head q/k norm over heads of one row) and likewise in y. x is F32; y may be
+// any ElemType and may alias x when y_type is F32.
+cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weight, void* y, ElemType y_type,
+                            int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps,
+                            cudaStream_t stream);
+
+// x[i] += y[i] for n elements (the F32 residual stream plus a linear output in act dtype).
+cudaError_t launch_add_residual(float* x, const void* y, ElemType y_type, int64_t n, cudaStream_t stream);
+
+// out[i] = float(x[i]).
+cudaError_t launch_to_f32(const void* x, ElemType x_type, float* out, int64_t n, cudaStream_t stream);
+
+// out[r, i] = silu(g[r, i]) · u[r, i] where row r of gate_up is [g | u], each `width` wide; both
+// tensors in `type`, math in F32.
+cudaError_t launch_silu_and_mul(const void* gate_up, void* out, ElemType type, int64_t rows, int64_t width,
+                                cudaStream_t stream);
+
+// Rotates x[t, h, 0:2·half] in place (rotate_half pairing i ↔ i + half, as ops::apply_rope) with
+// cos/sin [tokens, half]; rows are row_stride floats apart, heads head_dim apart.
+cudaError_t launch_rotary(float* x, int64_t row_stride, int64_t tokens, int64_t heads, int64_t head_dim,
+                          const float* cos, const float* sin, int64_t half, cudaStream_t stream);
+
+// Writes `tokens` rows of K and V (row_elems floats each, rows `stride` floats apart) into slots
+// slot0.. of one layer's cache (storage `cache_type`), stored = x / scale rounded to nearest even.
+cudaError_t launch_kv_write(const float* k, const float* v, int64_t stride, int64_t tokens, int64_t row_elems,
+                            void* k_cache, void* v_cache, ElemType cache_type, int64_t slot0, float k_scale,
+                            float v_scale, cudaStream_t stream);
+
+struct AttentionArgs {
+  const float* q = nullptr;  // query t, head h at q[t·q_stride + h·head_dim]
+  int64_t q_stride = 0;
+  int64_t tokens = 0, past = 0;         // query t sits at slot past + t
+  const void* k = nullptr;              // [slots, kv_heads, head_dim] in kv_type
+  const void* v = nullptr;
+  ElemType kv_type = ElemType::F32;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // head_dim ≤ kMaxAttentionHeadDim
+  float scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
+  int64_t sliding_window = 0;  // 0: full causal
+  void* out = nullptr;         // query t, head h at out[t·out_stride + h·head_dim], in out_type
+  ElemType out_type = ElemType::F32;
+  int64_t out_stride = 0;
+};
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+
+// Causal GQA attention, F32 math with an online softmax; one block per (query token, head).
+cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
+
+}  // namespace qlm::ops::cu

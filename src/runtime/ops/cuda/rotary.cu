@@ -1,0 +1,31 @@
+// Rotary embedding in place on F32 q/k rows with host-computed angles (ops::rope_angles).
+#include "runtime/ops/cuda/elem.cuh"
+
+namespace qlm::ops::cu {
+namespace {
+
+// One thread per (token, head, i < half): the pair (i, i + half) is rotated by angle (t, i).
+__global__ void rotary_kernel(float* x, int64_t row_stride, int64_t tokens, int64_t heads, int64_t head_dim,
+                              const float* cos, const float* sin, int64_t half) {
+  const int64_t n = tokens * heads * half;
+  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = idx % half, h = (idx / half) % heads, t = idx / (half * heads);
+    float* v = x + t * row_stride + h * head_dim;
+    const float c = cos[t * half + i], s = sin[t * half + i];
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * s;
+    v[i + half] = x2 * c + x1 * s;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rotary(float* x, int64_t row_stride, int64_t tokens, int64_t heads, int64_t head_dim,
+                          const float* cos, const float* sin, int64_t half, cudaStream_t stream) {
+  const int64_t n = tokens * heads * half;
+  if (n == 0) return cudaSuccess;
+  rotary_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, row_stride, tokens, heads, head_dim, cos, sin, half);
+  return cudaGetLastError();
+}
+
+}  // namespace qlm::ops::cu

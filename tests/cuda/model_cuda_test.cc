@@ -1,0 +1,217 @@
+// Whole models on CUDA against the CPU path (which model_fixture_test checks against the reference):
+// for every fixture, F32 activations give the CPU's argmax at every position and logits within
+// 1e-4 (normwise relative), BF16 activations agree on ≥ 95 % of positions within 3e-2, greedy
+// generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too.
+// The KV cache on the device: decoding token by token (through capacity growth) and continuing
+// after reset() give the logits of one prefill. Skipped without a visible GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "models/model_fixtures.h"
+#include "runtime/generation.h"
+#include "runtime/model.h"
+#include "runtime/sampling.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "support/expect_error.h"
+
+namespace qlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ModelFixture;
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device visible"
+
+runtime::ModelOptions cuda_options(DType act, ops::KvDType kv = ops::KvDType::F32) {
+  runtime::ModelOptions o;
+  o.device = Device::cuda(0);
+  o.act_dtype = act;
+  o.kv.dtype = kv;
+  return o;
+}
+
+struct Agreement {
+  int64_t same = 0, total = 0;
+  std::string first_differing;  // "position 3: 17 vs 250, ..." (up to 5)
+  double fraction() const { return total ? static_cast<double>(same) / static_cast<double>(total) : 1.0; }
+};
+
+Agreement argmax_agreement(const Tensor& got, const Tensor& want) {
+  Agreement a;
+  const int64_t T = want.size(0), V = want.size(1);
+  int listed = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t g = runtime::argmax(std::span<const float>(got.data<float>() + t * V, static_cast<size_t>(V)));
+    const int32_t w = runtime::argmax(std::span<const float>(want.data<float>() + t * V, static_cast<size_t>(V)));
+    ++a.total;
+    if (g == w) {
+      ++a.same;
+    } else if (listed++ < 5) {
+      a.first_differing += "position " + std::to_string(t) + ": " + std::to_string(g) + " vs " + std::to_string(w) + "; ";
+    }
+  }
+  return a;
+}
+
+// Deterministic pseudo-random token ids in [0, vocab).
+std::vector<int32_t> random_tokens(int64_t count, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(count));
+  uint32_t s = seed;
+  for (int32_t& id : ids) {
+    s = s * 1664525u + 1013904223u;
+    id = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
+  }
+  return ids;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+// Logits of `tokens` on the CPU (tp 1) and on cuda:0 with `act` activations.
+std::pair<Tensor, Tensor> cpu_and_cuda_logits(const fs::path& dir, const std::vector<int32_t>& tokens, DType act) {
+  auto cpu = runtime::Model::load(dir);
+  auto gpu = runtime::Model::load(dir, cuda_options(act));
+  EXPECT_EQ(gpu->act_dtype(), act);
+  return {cpu->forward(tokens), gpu->forward(tokens)};
+}
+
+void expect_close_to_cpu(const std::string& what, const Tensor& gpu, const Tensor& cpu, double max_error,
+                         double min_agreement) {
+  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+  ASSERT_TRUE(gpu.on_host() && gpu.dtype() == DType::F32) << what << ": logits " << gpu.str();
+  const double err = testing::normwise_relative_error(gpu, cpu);
+  const Agreement a = argmax_agreement(gpu, cpu);
+  EXPECT_LE(err, max_error) << what << ": normwise relative error " << err << " (argmax agreement " << a.same << "/"
+                            << a.total << ")";
+  EXPECT_GE(a.fraction(), min_agreement) << what << ": argmax agreement " << a.same << "/" << a.total
+                                         << " (relative error " << err << "); cuda vs cpu at " << a.first_differing;
+}
+
+class CudaModelFixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaModelFixtureTest, F32LogitsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::F32);
+  expect_close_to_cpu(f.name + " F32, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 1e-4, 1.0);
+}
+
+TEST_P(CudaModelFixtureTest, Bf16LogitsCloseToCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::BF16);
+  expect_close_to_cpu(f.name + " BF16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.95);
+}
+
+TEST_P(CudaModelFixtureTest, F16LogitsCloseToCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::F16);
+  expect_close_to_cpu(f.name + " F16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.95);
+}
+
+TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  const std::vector<int32_t> tokens = random_tokens(300, f.logits.size(1), 7);
+  const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, tokens, DType::F32);
+  expect_close_to_cpu(f.name + " F32, 300 tokens", gpu, cpu, 1e-4, 1.0);
+}
+
+TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  const runtime::GenerationOptions gen{.max_tokens = 16, .sampling = {}, .eos_ids = {}};
+  auto cpu = runtime::Model::load(f.dir);
+  auto gpu = runtime::Model::load(f.dir, cuda_options(DType::F32));
+  const std::vector<int32_t> want = runtime::generate(*cpu, f.greedy_prompt, gen).tokens;
+  const std::vector<int32_t> got = runtime::generate(*gpu, f.greedy_prompt, gen).tokens;
+  EXPECT_EQ(got, want) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaFixtures, CudaModelFixtureTest, ::testing::ValuesIn(testing::model_fixture_names()),
+                         test_name);
+
+TEST(CudaModelTest, DefaultModelGreedyMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  const fs::path dir = fs::path(QLM_SOURCE_DIR) / "models" / "default";
+  const auto tokenizer = runtime::Tokenizer::from_model_dir(dir);
+  const std::vector<int32_t> prompt = tokenizer->encode("The secret of a happy life is", true);
+  const runtime::GenerationOptions gen{.max_tokens = 20, .sampling = {}, .eos_ids = tokenizer->eos_ids()};
+  auto cpu = runtime::Model::load(dir);
+  auto gpu = runtime::Model::load(dir, cuda_options(DType::F32));
+  const std::vector<int32_t> want = runtime::generate(*cpu, prompt, gen).tokens;
+  const std::vector<int32_t> got = runtime::generate(*gpu, prompt, gen).tokens;
+  EXPECT_EQ(got, want) << "models/default F32: greedy tokens on cuda:0 vs cpu; cuda text: "
+                       << tokenizer->decode(got, true) << " | cpu text: " << tokenizer->decode(want, true);
+}
+
+// Token-by-token decode (the cache grows 16 → 32 → 64 slots on the way) and a continuation after
+// reset() give the logits of one prefill on the GPU; the sliding-window fixture's window (6) is
+// far shorter than the sequence.
+TEST(CudaModelTest, DecodeStepByStepEqualsPrefill) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"llama-gqa", "mistral-swa", "qwen3-qknorm-gptq"})
+    for (const ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16}) {
+      const std::string what = std::string(name) + " kv " + ops::kv_dtype_name(kv);
+      const fs::path dir = testing::model_fixture_root() / name;
+      auto model = runtime::Model::load(dir, cuda_options(DType::F32, kv));
+      const std::vector<int32_t> tokens = random_tokens(40, model->vocab_size(), 11);
+      const Tensor prefill = model->forward(tokens);
+      ASSERT_EQ(model->cache_length(), 40) << what;
+
+      model->reset();
+      const int64_t V = model->vocab_size();
+      Tensor steps = Tensor::empty({40, V}, DType::F32);
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        const Tensor row = model->forward(std::span<const int32_t>(&tokens[t], 1), /*all_logits=*/false);
+        ASSERT_EQ(row.shape(), (Shape{1, V})) << what;
+        std::copy(row.data<float>(), row.data<float>() + V, steps.data<float>() + static_cast<int64_t>(t) * V);
+      }
+      expect_close_to_cpu(what + ": step-by-step decode vs prefill", steps, prefill, 1e-4, 1.0);
+
+      // Keep 25 tokens, run the other 15 at once: the rows of the prefill.
+      model->reset(25);
+      const Tensor rest = model->forward(std::span<const int32_t>(tokens).subspan(25));
+      expect_close_to_cpu(what + ": continuation after reset(25) vs prefill", rest, prefill.narrow(0, 25, 15).clone(),
+                          1e-4, 1.0);
+    }
+}
+
+TEST(CudaModelTest, TensorParallelIsRefused) {
+  SKIP_WITHOUT_GPU();
+  runtime::ModelOptions o = cuda_options(DType::BF16);
+  o.tp = 2;
+  EXPECT_QLM_ERROR(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", o), "model.tp",
+                   "multi-GPU tensor parallelism is not available yet");
+}
+
+TEST(CudaModelTest, MissingDeviceIndexIsRefused) {
+  SKIP_WITHOUT_GPU();
+  runtime::ModelOptions o = cuda_options(DType::BF16);
+  o.device = Device::cuda(static_cast<int>(cuda_devices().size()));
+  EXPECT_QLM_ERROR(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", o), "device.unavailable",
+                   "CUDA device(s) are visible");
+}
+
+TEST(CudaModelTest, DefaultActivationDtypeIsBf16) {
+  SKIP_WITHOUT_GPU();
+  runtime::ModelOptions o;
+  o.device = Device::cuda(0);
+  EXPECT_EQ(runtime::activation_dtype(o), DType::BF16);
+  auto model = runtime::Model::load(testing::model_fixture_root() / "llama-gqa", o);
+  EXPECT_EQ(model->act_dtype(), DType::BF16);
+  EXPECT_EQ(model->device(), Device::cuda(0));
+}
+
+}  // namespace
+}  // namespace qlm
