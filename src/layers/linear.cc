@@ -415,6 +415,12 @@ std::vector<std::string> LinearLayer::incomplete_params() const {
   return out;
 }
 
+bool LinearLayer::all_params_written() const {
+  for (const auto& [name, p] : params_)
+    if (!p.fully_written()) return false;
+  return true;
+}
+
 void LinearLayer::finalize() {
   if (finalized_) return;
   std::vector<std::string> missing = incomplete_params();

@@ -78,6 +78,8 @@ class LinearLayer {
   // Descriptions of the non-optional (or partly written optional) params not fully written;
   // empty when the layer is complete. finalize() throws "loader.incomplete" with this list.
   std::vector<std::string> incomplete_params() const;
+  // Every parameter, optional ones included, fully written: nothing more can arrive for this layer.
+  bool all_params_written() const;
 
   // y[M, N_p] (or [M, N] for row-parallel after the reduction) = x · W + bias.
   Tensor forward(const Tensor& x);

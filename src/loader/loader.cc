@@ -66,8 +66,13 @@ LoadReport load_from(const SourceView& src, ModuleSet& modules, const ProgressCa
           report.bytes_loaded += nbytes;
         } else if (target->layer->find_param(target->param)) {
           target->layer->load_weight(target->param, src.tensor(name), target->shard, name);
-          if (target->layer->method().uses_meta_device() && target->layer->incomplete_params().empty())
-            target->layer->finalize();  // online quantization: peak memory stays near the quantized size
+          // Finalizing a layer as soon as nothing more can arrive for it keeps peak host memory near one
+          // layer's checkpoint tensors: online quantization (quantized size) and loads that release the
+          // checkpoint-layout tensors once the kernel has its own copy (e.g. uploaded to the GPU).
+          LinearLayer& layer = *target->layer;
+          if ((layer.method().uses_meta_device() && layer.incomplete_params().empty()) ||
+              (layer.quant_context().release_checkpoint_tensors && layer.all_params_written()))
+            layer.finalize();
           ++report.tensors_loaded;
           report.bytes_loaded += nbytes;
         } else if (target->param == "bias") {

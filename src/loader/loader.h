@@ -1,7 +1,10 @@
 // The default loader: streams every checkpoint tensor into the model's parameters (TP slicing
 // happens in the parameters), then checks both directions of completeness (RELIABILITY.md T7)
-// before any layer is finalized: every checkpoint tensor consumed or explicitly ignored
-// ("loader.unconsumed"), every declared parameter fully written ("loader.incomplete").
+// before the remaining layers are finalized: every checkpoint tensor consumed or explicitly ignored
+// ("loader.unconsumed"), every declared parameter fully written ("loader.incomplete"). Layers of
+// online-quantizing methods, and of loads that release checkpoint-layout tensors
+// (QuantContext::release_checkpoint_tensors), are finalized as soon as all their parameters are
+// written, so that only a layer's worth of checkpoint-layout tensors is held at a time.
 #pragma once
 
 #include <cstdint>
