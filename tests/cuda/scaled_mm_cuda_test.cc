@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -232,23 +233,32 @@ TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
 
 // ---- kernels vs cpu_ref ----
 
-void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>& ran) {
+// Runs every CUDA kernel that can implement the variant; cuda_scaled_mm_fp8_lt also with its
+// outer-vector scale mode off (the F32 GEMM + epilogue path).
+void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>& ran,
+                   const std::vector<int64_t>& Ms = {1, 5, 33, 130, 300}) {
   for (DType act : {DType::F32, DType::BF16, DType::F16}) {
     const ScaledMMConfig c = make_config(v, N, K, act, Device::cuda(0), capability0());
     const ScaledMMWeights w = make_weights(v, N, K, 11 + N + K);
     std::vector<float> bias(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
-    for (int64_t M : {1, 5, 33, 130, 300}) {
+    for (int64_t M : Ms) {
       const std::vector<float> x = make_acts(M, K, act, 5 * M + K);
       const bool with_bias = M % 2 == 1;
       const std::vector<float> want = run_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
         if (e.device != DeviceType::CUDA || e.can_implement(c)) continue;
         ran.insert(e.name);
-        const std::vector<float> got = run_gpu(e, c, w, x, M, with_bias ? &bias : nullptr);
-        const std::string what = fmt::format("{}: {} bias={}", e.name, variant_str(c, M), with_bias);
-        ASSERT_EQ(first_non_finite(got), -1) << what;
-        EXPECT_LE(rel_mean_error(got, want), tolerance(c)) << what;
+        for (bool outer_vec : {true, false}) {
+          if (!outer_vec && e.name != "cuda_scaled_mm_fp8_lt") continue;
+          if (!outer_vec) setenv("QLM_CUDA_FP8_OUTER_VEC", "0", 1);
+          const std::vector<float> got = run_gpu(e, c, w, x, M, with_bias ? &bias : nullptr);
+          unsetenv("QLM_CUDA_FP8_OUTER_VEC");
+          const std::string what =
+              fmt::format("{}{}: {} bias={}", e.name, outer_vec ? "" : " (outer-vec off)", variant_str(c, M), with_bias);
+          ASSERT_EQ(first_non_finite(got), -1) << what;
+          EXPECT_LE(rel_mean_error(got, want), tolerance(c)) << what;
+        }
       }
     }
   }
@@ -282,9 +292,9 @@ INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMTest, ::testing::ValuesIn(all_variants
 TEST(CudaScaledMMLarge, LongReductions) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   std::set<std::string> ran;
-  check_variant({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, false}, 256, 4096, ran);
-  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, ran);
-  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup}, 256, 4096, ran);
+  check_variant({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, false}, 256, 4096, ran, {1, 33, 130});
+  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, ran, {1, 33, 130});
+  check_variant({W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup}, 256, 4096, ran, {1, 33, 130});
 }
 
 // ---- registration (any machine with the backend built) ----

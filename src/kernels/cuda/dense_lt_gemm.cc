@@ -85,6 +85,7 @@ std::unique_ptr<LtGemm::Plan> LtGemm::make_plan(int64_t M, const float* bias, co
 }
 
 LtGemm::Plan* LtGemm::plan(int64_t M, const float* bias, const float* a_scale, const float* b_scale) const {
+  set_device(ctx_->device);  // the handles and the stream belong to this device
   const auto key = std::make_tuple(M, bias != nullptr, a_scale != nullptr, b_scale != nullptr);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();

@@ -5,9 +5,12 @@
 // cuBLAS 12.9+ documents this mode for Hopper FP8). The bias goes in cuBLASLt's epilogue where it
 // takes an F32 bias, else in our epilogue kernel. When cuBLASLt offers no outer-vector algorithm
 // for a shape, the GEMM writes F32 and our epilogue kernel applies s_x[m] * s_w[n] and the bias.
+// QLM_CUDA_FP8_OUTER_VEC=0 (read in prepare) takes that F32 path always (tests, diagnosis).
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -68,9 +71,12 @@ class ScaledMMFp8LtKernel final : public ScaledMMKernel {
       row_scales_ = Tensor::from_vector(std::vector<float>(static_cast<size_t>(c_.N_p), w.weight_scale.data<float>()[0]),
                                         {c_.N_p})
                         .to_device(c_.device);
-    spec.outer_vec_scales = true;
-    gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
-    spec.outer_vec_scales = false;
+    const char* env = std::getenv("QLM_CUDA_FP8_OUTER_VEC");
+    if (!env || std::strcmp(env, "0") != 0) {
+      spec.outer_vec_scales = true;
+      gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+      spec.outer_vec_scales = false;
+    }
     spec.d_type = CUDA_R_32F;
     spec.what = "fp8 scaled-mm (F32 output)";
     gemm_f32_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
@@ -79,7 +85,7 @@ class ScaledMMFp8LtKernel final : public ScaledMMKernel {
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
     const int64_t M = check_cuda_linear_args("cuda_scaled_mm_fp8_lt", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
-    QLM_CHECK(gemm_ != nullptr);
+    QLM_CHECK(gemm_ != nullptr || gemm_f32_ != nullptr);
     cuda::Context& ctx = cuda::context(c_.device.index);
     const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
     const float* b = bias ? bias->data<float>() : nullptr;
@@ -93,7 +99,7 @@ class ScaledMMFp8LtKernel final : public ScaledMMKernel {
     // mode: q.scales has one scale per token (equal ones for per-tensor activations).
     const float* a_scale = tensor_scales_only(c_) ? w_.scales.data<float>() : row_scales_.data<float>();
     const float* b_scale = q.scales.data<float>();
-    if (tensor_scales_only(c_) || gemm_->supported(M, b, a_scale, b_scale)) {
+    if (tensor_scales_only(c_) || (gemm_ && gemm_->supported(M, b, a_scale, b_scale))) {
       if (gemm_->run(w_.codes.raw_data(), q.codes.raw_data(), y.raw_data(), M, b, a_scale, b_scale) || !b) return;
       e.acc = y.raw_data();  // bias only, in place
       e.acc_type = e.y_type;
@@ -119,7 +125,7 @@ class ScaledMMFp8LtKernel final : public ScaledMMKernel {
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   Tensor row_scales_;                      // F32 [N] weight scales (outer-vector mode)
-  std::unique_ptr<cuda::LtGemm> gemm_;      // y in the activation dtype, scales applied by cuBLASLt
+  std::unique_ptr<cuda::LtGemm> gemm_;      // y in the activation dtype, scales applied by cuBLASLt (or null)
   std::unique_ptr<cuda::LtGemm> gemm_f32_;  // fallback: F32 output for our epilogue
 };
 
