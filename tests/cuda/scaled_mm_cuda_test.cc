@@ -189,6 +189,7 @@ const std::vector<Variant>& all_variants() {
 
 // ---- activation quantizer: bit-identical to the CPU quantizers ----
 
+#ifdef QLM_WITH_CUDA
 TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   for (const Variant& v : all_variants()) {
@@ -230,6 +231,7 @@ TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
         }
   }
 }
+#endif
 
 // ---- kernels vs cpu_ref ----
 
