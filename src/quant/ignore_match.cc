@@ -1,5 +1,6 @@
 #include "quant/ignore_match.h"
 
+#include <fnmatch.h>
 #include <re2/re2.h>
 
 #include <atomic>
@@ -27,6 +28,7 @@ const char* pattern_spelling_name(PatternSpelling spelling) {
     case PatternSpelling::Exact: return "exact";
     case PatternSpelling::ExactOrRegex: return "exact or re:regex";
     case PatternSpelling::RegexPrefix: return "regex (match at start)";
+    case PatternSpelling::Wildcard: return "wildcard";
   }
   return "?";
 }
@@ -75,6 +77,7 @@ bool PatternList::Impl::hit(size_t i, std::string_view name) const {
     case PatternSpelling::Exact: return name == p;
     case PatternSpelling::ExactOrRegex: return re ? RE2::FullMatch(text, *re) : name == p;
     case PatternSpelling::RegexPrefix: return re->Match(text, 0, text.size(), RE2::ANCHOR_START, nullptr, 0);
+    case PatternSpelling::Wildcard: return fnmatch(p.c_str(), std::string(name).c_str(), 0) == 0;
   }
   return false;
 }

@@ -22,6 +22,7 @@ enum class PatternSpelling : uint8_t {
   Exact,         // fp8 `ignored_layers`: entry == name
   ExactOrRegex,  // compressed-tensors `ignore`/`targets`: entry == name, or "re:<regex>" full match
   RegexPrefix,   // GPTQModel `dynamic` keys: python re.match (anchored at the start only)
+  Wildcard,      // ModelOpt `exclude_modules` / `ignore`: shell wildcard (fnmatch: *, ?, [set]) over the whole name
 };
 const char* pattern_spelling_name(PatternSpelling spelling);
 

@@ -13,6 +13,7 @@
 #include "parallel/communicator.h"
 #include "quant/quantization_config.h"
 #include "quant/unquantized.h"
+#include "runtime/kv_cache_scales.h"
 #include "runtime/model_plan.h"
 
 namespace qlm::runtime {
@@ -138,6 +139,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
                                    .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = options.kv};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
+  std::vector<KvCacheMethods> kv_methods;  // per rank: the checkpoint's k/v scales, consumed and validated
+  for (auto& rank : m.ranks) kv_methods.push_back(attach_kv_cache_methods(*rank, m.quant.get(), ctx));
   model->plan_ = build_load_plan(*m.ranks.front(), m.quant.get());
   model->linear_weight_bytes_ = linear_bytes(checkpoint, *m.ranks.front());
 
@@ -146,6 +149,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     reports[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->load(checkpoint, r == 0 ? options.progress
                                                                                             : ProgressCallback{});
   });
+  for (KvCacheMethods& methods : kv_methods) finish_kv_cache_methods(methods);
   model->report_ = reports.front();
   model->device_ = options.device;
   model->act_dtype_ = act_dtype;

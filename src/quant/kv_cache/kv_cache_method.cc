@@ -7,6 +7,7 @@
 #include "loader/module_set.h"
 #include "quant/compressed_tensors/ct_config.h"
 #include "quant/fp8/fp8_config.h"
+#include "quant/modelopt/modelopt_config.h"
 
 namespace qlm {
 namespace {
@@ -65,7 +66,8 @@ void check_kv_cache_dtype(KVCacheDType d, const QuantizationConfig* config) {
   if (d != KVCacheDType::Fp8E5M2 || config == nullptr) return;
   const auto* fp8 = dynamic_cast<const Fp8Config*>(config);
   const auto* ct = dynamic_cast<const CompressedTensorsConfig*>(config);
-  if ((fp8 && fp8->serialized()) || (ct && ct->has_kv_cache_scheme()))
+  const auto* modelopt = dynamic_cast<const ModelOptConfig*>(config);
+  if ((fp8 && fp8->serialized()) || (ct && ct->has_kv_cache_scheme()) || (modelopt && modelopt->has_kv_cache_scales()))
     fail("config.kv_cache_dtype", {.file = "--kv-cache-dtype", .tensor = {}, .layer = {}},
          "use --kv-cache-dtype fp8 (e4m3), whose scales the checkpoint was calibrated for",
          "fp8_e5m2 kv-cache is not supported with {} checkpoints", config->name());
