@@ -6,6 +6,8 @@
 // after reset() give the logits of one prefill. Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -1,0 +1,186 @@
+// The runtime's CUDA ops against the CPU ops of src/runtime/ops on random data: RMSNorm (rows and
+// per-head), rotary, SiLU·mul, embedding gather, residual add, the device KV cache (F32/F16/BF16
+// storage with k/v scales, growth keeping contents) and attention (GQA, causal, sliding window,
+// prefill and decode). Skipped without a visible GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "cuda/device.h"
+#include "runtime/ops/activation.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/cuda/device_ops.h"
+#include "runtime/ops/kv_cache.h"
+#include "runtime/ops/rms_norm.h"
+#include "runtime/ops/rope.h"
+
+namespace qlm {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device visible"
+
+const Device kGpu = Device::cuda(0);
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Tensor upload(const std::vector<float>& v, Shape shape) { return Tensor::from_vector(v, std::move(shape)).to_device(kGpu); }
+std::vector<float> download(const Tensor& t) { return t.to_device(Device::cpu()).to(DType::F32).to_float_vector(); }
+
+// max |a - b| / (max |b| + tiny)
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, ref = 1e-30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / ref;
+}
+
+double tolerance_of(DType d) { return d == DType::F32 ? 1e-5 : d == DType::F16 ? 2e-3 : 1.6e-2; }
+
+TEST(CudaRuntimeOps, RmsNormRowsAndHeads) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 5, H = 96, heads = 3, d = 32;
+  const std::vector<float> x = random_floats(static_cast<size_t>(T * H), 1, 3.0f);
+  const std::vector<float> w = random_floats(static_cast<size_t>(H), 2);
+  const std::vector<float> hw = random_floats(static_cast<size_t>(d), 3);
+  for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+    std::vector<float> want(static_cast<size_t>(2 * H));  // rows 3 and 4
+    ops::rms_norm(x.data() + 3 * H, H, w.data(), want.data(), H, 2, H, 1e-6f);
+    const Tensor got = ops::cu::rms_norm(upload(x, {T, H}), 3, 2, upload(w, {H}), 1e-6f, out);
+    EXPECT_EQ(got.dtype(), out);
+    EXPECT_LE(max_rel_diff(download(got), want), tolerance_of(out)) << "rms_norm rows 3..4, out " << dtype_name(out);
+  }
+  // Per-head norm in place on columns [d, d + heads·d) of a [T, H + d] tensor.
+  const int64_t stride = H + d;
+  std::vector<float> xh = random_floats(static_cast<size_t>(T * stride), 4, 2.0f);
+  Tensor dev = upload(xh, {T, stride});
+  ops::cu::head_rms_norm(dev, d, heads, d, upload(hw, {d}), 1e-6f);
+  for (int64_t t = 0; t < T; ++t)
+    ops::rms_norm(xh.data() + t * stride + d, d, hw.data(), xh.data() + t * stride + d, d, heads, d, 1e-6f);
+  EXPECT_LE(max_rel_diff(download(dev), xh), 1e-5) << "head_rms_norm T 5 heads 3 d 32";
+}
+
+TEST(CudaRuntimeOps, RotaryMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  ops::RopeParams p;
+  p.head_dim = 32;
+  p.rotary_dim = 24;  // partial: features 24..31 pass through
+  const std::vector<int64_t> positions = {7, 8, 9, 10};
+  const ops::RopeAngles angles = ops::rope_angles(p, positions);
+  const int64_t T = 4, heads = 3, stride = 5 * 32;
+  std::vector<float> x = random_floats(static_cast<size_t>(T * stride), 5);
+  Tensor dev = upload(x, {T, stride});
+  const ops::cu::DeviceRope rope = ops::cu::upload_rope(angles, T, kGpu);
+  ops::cu::apply_rope(rope, dev, 2 * 32, heads, 32);
+  ops::apply_rope(angles, x.data() + 2 * 32, T, stride, heads, 32);
+  EXPECT_LE(max_rel_diff(download(dev), x), 1e-5) << "rotary rotary_dim 24 head_dim 32 at column 64";
+}
+
+TEST(CudaRuntimeOps, SiluMulEmbeddingResidual) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 3, width = 40;
+  const std::vector<float> gu = random_floats(static_cast<size_t>(rows * 2 * width), 6, 2.0f);
+  std::vector<float> want(static_cast<size_t>(rows * width));
+  ops::silu_and_mul(gu.data(), want.data(), rows, width);
+  for (DType act : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor in = Tensor::from_vector(gu, {rows, 2 * width}).to(act).to_device(kGpu);
+    EXPECT_LE(max_rel_diff(download(ops::cu::silu_and_mul(in)), want), 2 * tolerance_of(act))
+        << "silu_and_mul " << dtype_name(act);
+  }
+  const int64_t vocab = 10, hidden = 24;
+  const std::vector<float> table = random_floats(static_cast<size_t>(vocab * hidden), 7);
+  const std::vector<int32_t> ids = {3, 0, 9, 3};
+  for (DType td : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor dev_table = Tensor::from_vector(table, {vocab, hidden}).to(td).to_device(kGpu);
+    const std::vector<float> host_table = Tensor::from_vector(table, {vocab, hidden}).to(td).to_float_vector();
+    std::vector<float> rows_want;
+    for (int32_t id : ids)
+      rows_want.insert(rows_want.end(), host_table.begin() + id * hidden, host_table.begin() + (id + 1) * hidden);
+    Tensor x = ops::cu::embedding(dev_table, ids, DType::F32);
+    EXPECT_EQ(download(x), rows_want) << "embedding table " << dtype_name(td);
+    // x += y with y in BF16.
+    const std::vector<float> y = random_floats(rows_want.size(), 8);
+    const Tensor ydev = Tensor::from_vector(y, {4, hidden}).to(DType::BF16).to_device(kGpu);
+    const std::vector<float> yb = Tensor::from_vector(y, {4, hidden}).to(DType::BF16).to_float_vector();
+    ops::cu::add_residual(x, ydev);
+    for (size_t i = 0; i < rows_want.size(); ++i) rows_want[i] += yb[i];
+    EXPECT_EQ(download(x), rows_want) << "add_residual after embedding table " << dtype_name(td);
+  }
+}
+
+// qkv rows [T, (heads + 2·kv_heads)·d] written to both caches, then attention of the last T
+// tokens at past = total - T.
+TEST(CudaRuntimeOps, KvCacheAndAttentionMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t heads = 4, kv_heads = 2, d = 32, stride = (heads + 2 * kv_heads) * d;
+  for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::F16, ops::KvDType::BF16})
+    for (int64_t window : {int64_t{0}, int64_t{5}})
+      for (const auto& [first, second] : {std::pair<int64_t, int64_t>{37, 1}, {10, 29}, {0, 300}}) {
+        const std::string what = std::string("kv ") + ops::kv_dtype_name(kv) + " window " + std::to_string(window) +
+                                 " tokens " + std::to_string(first) + "+" + std::to_string(second);
+        ops::KvCache host(1, kv_heads, d, {kv});
+        ops::cu::DeviceKvCache dev(kGpu, 1, kv_heads, d, {kv});
+        host.set_scales(0, 0.5f, 2.0f);
+        dev.set_scales(0, 0.5f, 2.0f);
+        const ops::AttentionParams p{.heads = heads, .kv_heads = kv_heads, .head_dim = d,
+                                     .scale = 1.0f / std::sqrt(32.0f), .sliding_window = window};
+        std::vector<float> want, got;
+        int64_t past = 0;
+        for (const int64_t T : {first, second}) {
+          if (T == 0) continue;
+          const std::vector<float> qkv = random_floats(static_cast<size_t>(T * stride), static_cast<uint32_t>(past + 9), 1.5f);
+          host.reserve(past + T);
+          dev.reserve(past + T);  // grows from the first chunk's capacity, keeping its slots
+          host.write(0, past, qkv.data() + heads * d, qkv.data() + (heads + kv_heads) * d, T, stride);
+          const Tensor qkv_dev = upload(qkv, {T, stride});
+          dev.write(0, past, qkv_dev, heads * d, (heads + kv_heads) * d);
+          std::vector<float> out(static_cast<size_t>(T * heads * d));
+          ops::attention(qkv.data(), stride, T, past, host, 0, p, out.data(), heads * d);
+          want = out;
+          got = download(ops::cu::attention(qkv_dev, past, dev, 0, p, DType::F32));
+          host.commit(T);
+          dev.commit(T);
+          past += T;
+        }
+        EXPECT_EQ(dev.length(), host.length()) << what;
+        EXPECT_LE(max_rel_diff(got, want), 1e-5) << what << " (last chunk)";
+      }
+}
+
+TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
+  SKIP_WITHOUT_GPU();
+  const int64_t heads = 2, kv_heads = 1, d = 64, stride = (heads + 2 * kv_heads) * d, T = 6;
+  const std::vector<float> qkv = random_floats(static_cast<size_t>(T * stride), 21);
+  ops::KvCache host(1, kv_heads, d);
+  host.reserve(T);
+  host.write(0, 0, qkv.data() + heads * d, qkv.data() + (heads + kv_heads) * d, T, stride);
+  const ops::AttentionParams p{.heads = heads, .kv_heads = kv_heads, .head_dim = d, .scale = 0.125f,
+                               .sliding_window = 0};
+  std::vector<float> want(static_cast<size_t>(T * heads * d));
+  ops::attention(qkv.data(), stride, T, 0, host, 0, p, want.data(), heads * d);
+  for (DType out : {DType::F16, DType::BF16}) {
+    ops::cu::DeviceKvCache dev(kGpu, 1, kv_heads, d);
+    dev.reserve(T);
+    const Tensor qkv_dev = upload(qkv, {T, stride});
+    dev.write(0, 0, qkv_dev, heads * d, (heads + kv_heads) * d);
+    const Tensor got = ops::cu::attention(qkv_dev, 0, dev, 0, p, out);
+    EXPECT_EQ(got.dtype(), out);
+    EXPECT_LE(max_rel_diff(download(got), want), tolerance_of(out)) << "attention out " << dtype_name(out);
+  }
+}
+
+}  // namespace
+}  // namespace qlm
