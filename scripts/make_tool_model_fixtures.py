@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Model fixtures quantized by a real tool: the float fixtures of scripts/make_model_fixtures.py
-(same architectures, same seeded weights) run through llm-compressor's GPTQ (`GPTQModifier`, the
-GPTQ algorithm with calibration, not round-to-nearest) into compressed-tensors `pack-quantized`
-W4A16 — asymmetric (zero points), group 32 — saved with `save_pretrained(save_compressed=True)`.
+"""Model fixtures quantized by the real tools: the float fixtures of scripts/make_model_fixtures.py
+(same architectures, same seeded weights) run through
+  - llm-compressor's GPTQ (`GPTQModifier`, the GPTQ algorithm with calibration, not round-to-nearest)
+    into compressed-tensors `pack-quantized` W4A16, asymmetric, group 32, saved with
+    `save_pretrained(save_compressed=True)`  ->  <name>-ct-w4a16/
+  - AutoAWQ 0.2.9 (`AutoAWQForCausalLM.quantize`, activation-aware scaling; clipping search off
+    because these layers are narrower than its 64-channel batches) into the AWQ GEMM layout,
+    4-bit, zero points, group 32, saved with `save_quantized`  ->  <name>-awq/
 
-Run with the fixture venv (torch CPU, transformers, compressed-tensors, llm-compressor), after
-make_model_fixtures.py has written the float fixtures:
-    /opt/fixvenv/bin/python3 scripts/make_tool_model_fixtures.py [OUT_DIR] [NAME ...]
+Run with the fixture venv (torch CPU, transformers, compressed-tensors, llm-compressor, and
+`pip install --no-deps autoawq==0.2.9`), after make_model_fixtures.py wrote the float fixtures:
+    /opt/fixvenv/bin/python3 scripts/make_tool_model_fixtures.py [OUT_DIR] [ct|awq] [NAME ...]
 
-Writes <OUT_DIR>/<name>-ct-w4a16/ with config.json + model.safetensors as the tool saved them, the
-tokenizer, and the references the model tests read (reference.safetensors, expected.json; same
-fields as make_model_fixtures.py): the checkpoint reloaded by transformers (compressed-tensors
-decompresses the int4 weights; weight-only, so activations stay float), run in float32 on the CPU —
-the Hugging Face implementation on the dequantized weights.
+Each directory holds the checkpoint as the tool saved it, the tokenizer, and the references the
+model tests read (reference.safetensors, expected.json; same fields as make_model_fixtures.py):
+the Hugging Face implementation in float32 on the tool's own dequantization of the int4 weights —
+compressed-tensors decompressing on reload, and AutoAWQ's `dequantize_gemm` for AWQ.
 """
 import json
 import shutil
@@ -35,6 +38,8 @@ import make_model_fixtures as base  # noqa: E402
 
 ROOT = base.ROOT
 NAMES = ["llama-gqa", "qwen2-bias-tied", "qwen3-qknorm", "mistral-swa"]
+# AutoAWQ 0.2.9 cannot hook qwen2 layers of transformers 4.57 (its Catcher lacks `attention_type`).
+AWQ_NAMES = ["llama-gqa", "mistral-swa"]
 GROUP = 32
 CALIBRATION_ROWS = 16
 
@@ -110,12 +115,87 @@ def quantize(name, out_root, calibration_seed):
     return gap
 
 
+def awq_module():
+    """AutoAWQ 0.2.9 imports a GELU class that transformers 4.57 renamed; alias it before importing."""
+    import transformers.activations as activations
+    if not hasattr(activations, "PytorchGELUTanh"):
+        activations.PytorchGELUTanh = activations.GELUTanh
+    import awq
+    from awq import AutoAWQForCausalLM
+    from awq.utils.packing_utils import dequantize_gemm
+    return awq, AutoAWQForCausalLM, dequantize_gemm
+
+
+def build_awq(name, out_root):
+    awq, AutoAWQForCausalLM, dequantize_gemm = awq_module()
+    from safetensors.torch import load_file
+    src = ROOT / "tests/data/models" / name
+    expected = json.loads((src / "expected.json").read_text())
+    ids, seed = expected["tokens"], expected["seed"]
+    prompt = ids[: base.PROMPT_LEN]
+    _, _, tok, _, _ = next(f for f in base.FIXTURES if f[0] == name)
+    tok_dir, tok_vocab, _, _ = base.tokenizer_info(tok)
+    out = out_root / f"{name}-awq"
+    best = None  # (gap, calibration seed): the clearest references over a few calibration sets
+    for calibration_seed in list(range(5, 13)) + [None]:
+        if calibration_seed is None:
+            calibration_seed = best[1]
+        elif best and best[0] >= base.MIN_GAP:
+            calibration_seed = best[1]
+        gen = torch.Generator().manual_seed(calibration_seed)
+        calib = [torch.randint(0, tok_vocab, (base.SEQ_LEN,), generator=gen).tolist() for _ in range(CALIBRATION_ROWS)]
+        model = AutoAWQForCausalLM.from_pretrained(str(src), torch_dtype=torch.float32, device_map="cpu")
+        model.quantize(None, quant_config={"zero_point": True, "q_group_size": GROUP, "w_bit": 4, "version": "GEMM"},
+                       calib_data=calib, max_calib_samples=CALIBRATION_ROWS, max_calib_seq_len=base.SEQ_LEN,
+                       apply_clip=False)
+        shutil.rmtree(out, ignore_errors=True)
+        model.save_quantized(str(out))
+        (out / "generation_config.json").unlink(missing_ok=True)
+
+        # Reference: the float model with every quantized linear replaced by AutoAWQ's dequantization.
+        tensors = load_file(str(out / "model.safetensors"))
+        reference, _, _, _, _ = float_model(name)
+        state = reference.state_dict()
+        for key in [k for k in tensors if k.endswith(".qweight")]:
+            module = key[: -len(".qweight")]
+            # f32 scales: AutoAWQ's unpacking with the product (code - zero) * scale taken exactly, not
+            # rounded to fp16 as it would be with the stored fp16 scales.
+            w = dequantize_gemm(tensors[key], tensors[module + ".qzeros"], tensors[module + ".scales"].float(), 4, GROUP)
+            state[module + ".weight"] = w.float().t().contiguous()
+        for key, value in tensors.items():
+            if not key.endswith((".qweight", ".qzeros", ".scales")):
+                state[key] = value.float()
+        if reference.config.tie_word_embeddings:
+            state["lm_head.weight"] = state["model.embed_tokens.weight"]
+        reference.load_state_dict(state, strict=True)
+        logits, new_ids, gap = base.references(reference, ids, prompt)
+        if best is not None and calibration_seed == best[1]:
+            break
+        best = max(best or (gap, calibration_seed), (gap, calibration_seed))
+    base.copy_tokenizer(tok_dir, out)
+    base.write_reference(out, ids, prompt, logits, new_ids, gap, seed, {
+        "format": f"awq gemm 4-bit zero points g{GROUP} (AutoAWQ {awq.__version__})",
+        "reference_weights": "AutoAWQ dequantize_gemm of the saved tensors with float32 scales, float32",
+        "generator": "scripts/make_tool_model_fixtures.py",
+        "calibration_seed": calibration_seed,
+    })
+    for f in out.iterdir():
+        f.chmod(0o644)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"{name}-awq: calibration seed {calibration_seed}, min top-2 gap {gap:.4f}, {size / 1e6:.2f} MB")
+
+
 def main():
     args = sys.argv[1:]
     out_root = Path(args[0]) if args else ROOT / "tests" / "data" / "models"
-    names = args[1:] or NAMES
-    for name in names:
-        build(name, out_root)
+    tools = [a for a in args[1:] if a in ("ct", "awq")] or ["ct", "awq"]
+    names = [a for a in args[1:] if a not in ("ct", "awq")]
+    for name in names or NAMES:
+        if "ct" in tools:
+            build(name, out_root)
+    for name in names or AWQ_NAMES:
+        if "awq" in tools:
+            build_awq(name, out_root)
 
 
 if __name__ == "__main__":
