@@ -29,7 +29,7 @@ find "$BUILD_DIR/examples" -name '*.so' -exec cp -a --parents {} "$stage/" \;
 binaries=("$BUILD_DIR/qlm" "$BUILD_DIR/libqlm.so" "$BUILD_DIR/tests/qlm_tests")
 # Shared libraries to carry: everything resolved except the C library, the GCC runtime and CUDA.
 ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so|/libcu[a-z]*\.so|/libnv' |
+  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libqlm)\.so|/libcu[A-Za-z]*\.so|/libnv' |
   while read -r lib; do cp -L "$lib" "$stage/.device-lib/"; done
 mkdir -p .device
 tar -C "$stage" -cJf .device/bundle.tar.xz .
