@@ -30,12 +30,6 @@ std::vector<std::string> empty_families(DeviceType device) {
   return out;
 }
 
-// The activation dtype a device run would use: F32 on the host; the model's 16-bit dtype on CUDA.
-DType plan_act_dtype(const Device& device, DType model_dtype) {
-  if (device.is_cpu()) return DType::F32;
-  return model_dtype == DType::F16 || model_dtype == DType::BF16 ? model_dtype : DType::F32;
-}
-
 }  // namespace
 
 ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions& options, int capability) {
@@ -44,16 +38,7 @@ ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions&
   load_plugins_from_env();
   for (const std::string& plugin : options.quant_plugins) load_quant_plugin(plugin);
 
-  const DeviceType device = options.device.type;
-  const std::vector<std::string> missing = empty_families(device);
-  if (missing.size() == 3)
-    fail("plan.no_device_kernels", {.file = model_dir.string(), .tensor = {}, .layer = {}},
-         device == DeviceType::CUDA ? "plan for --device cpu, or use a build that registers the cuda_* kernels"
-                                    : "load a plugin that registers kernels for this device",
-         "this build registers no linear kernels for {} (none of the dense, mixed-precision or scaled-mm "
-         "families has a {} kernel), so no layer can be planned there",
-         options.device.str(), device == DeviceType::CUDA ? "cuda_*" : "cpu_*");
-
+  const DType act_dtype = activation_dtype(options);  // the rule Model::load applies
   const config::HfConfig hf = config::HfConfig::load(model_dir);
   const models::ModelConfig config = models::configure_model(hf);
   const std::optional<config::QuantConfigSource> source = config::find_quant_config(model_dir);
@@ -68,7 +53,7 @@ ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions&
   plan.tp = options.tp;
   plan.linear_backend = options.kernels.linear_backend;
   plan.quantization = quant ? quant->describe() : "none";
-  if (device == DeviceType::CUDA) {
+  if (!options.device.is_cpu()) {
     const int minimum = quant ? quant->min_capability() : 0;
     plan.capability = capability > 0 ? capability : minimum;
     if (plan.capability < minimum)
@@ -77,11 +62,20 @@ ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions&
            "quantization '{}' needs CUDA compute capability {} or newer; --capability {} was given", quant->name(),
            minimum, capability);
   }
+  const DeviceType device = options.device.type;
+  const std::vector<std::string> missing = empty_families(device);
+  if (missing.size() == 3)
+    fail("plan.no_device_kernels", {.file = model_dir.string(), .tensor = {}, .layer = {}},
+         device == DeviceType::CUDA ? "plan for --device cpu, or use a build that registers the cuda_* kernels"
+                                    : "load a plugin that registers kernels for this device",
+         "this build registers no linear kernels for {} (none of the dense, mixed-precision or scaled-mm "
+         "families has a {} kernel), so no layer can be planned there",
+         options.device.str(), device == DeviceType::CUDA ? "cuda_*" : "cpu_*");
   for (const std::string& family : missing)
     plan.notes.push_back(fmt::format("no {} kernel is registered for {} in this build", family, plan.device));
 
-  const QuantContext ctx{.device = options.device, .capability = plan.capability,
-                         .act_dtype = plan_act_dtype(options.device, config.dtype), .kernels = options.kernels};
+  const QuantContext ctx{.device = options.device, .capability = plan.capability, .act_dtype = act_dtype,
+                         .kernels = options.kernels};
   plan.act_dtype = dtype_name(ctx.act_dtype);
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
   std::unique_ptr<LocalCommGroup> group;

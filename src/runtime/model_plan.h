@@ -34,11 +34,11 @@ struct ModelPlan {
   std::vector<std::string> notes;   // e.g. kernel families with no kernel for the device
 };
 
-// Throws what Model::load would before reading weights: config.*, model.*, checkpoint.* (headers),
-// kernel.none / kernel.no_backend (listing every kernel's reason), and "plan.no_device_kernels"
-// when the build registers no kernel at all for the requested device. `capability` is used only
-// for CUDA (0 there: assume the quantization config's minimum); "plan.capability" when it is below
-// that minimum.
+// Throws what Model::load would before reading weights: config.*, model.* (model.act_dtype for
+// options.act_dtype as Model::load rules it), checkpoint.* (headers), kernel.none /
+// kernel.no_backend (listing every kernel's reason), and "plan.no_device_kernels" when the build
+// registers no kernel at all for the requested device. `capability` is used only for CUDA (0 there:
+// assume the quantization config's minimum); "plan.capability" when it is below that minimum.
 ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions& options, int capability = 0);
 
 // The plan of one built rank (Model::load uses it for rank 0).

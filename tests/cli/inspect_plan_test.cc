@@ -120,13 +120,15 @@ TEST(InspectPlanCli, BadCombinationsFailWithTheirReasons) {
   EXPECT_TRUE(contains(r.err, "[cli.usage]")) << r.err;
   r = run_qlm(plan_args("--verify-data"));
   EXPECT_TRUE(contains(r.err, "[cli.usage]")) << r.err;
+  r = run_qlm(plan_args("--dtype bf16"));  // the CPU runs F32 activations only
+  EXPECT_TRUE(contains(r.err, "[model.act_dtype]")) << r.err;
   r = run_qlm(plan_args("--tp 3"));
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(contains(r.err, "tensor-parallel")) << r.err;
 }
 
 TEST(InspectPlanCli, CudaPlanWithoutAGpu) {
-  const RunResult r = run_qlm(plan_args("--device cuda --capability 90 --json"));
+  const RunResult r = run_qlm(plan_args("--device cuda --capability 90 --dtype f16 --json"));
   if (r.status != 0) {
     // A build without cuda_* kernels says so instead of listing empty reasons.
     EXPECT_TRUE(contains(r.err, "[plan.no_device_kernels]")) << r.err;
@@ -136,7 +138,7 @@ TEST(InspectPlanCli, CudaPlanWithoutAGpu) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["device"], "cuda:0");
   EXPECT_EQ(j["capability"], 90);
-  EXPECT_EQ(j["act_dtype"], "F16");  // tiny-gptq is float16
+  EXPECT_EQ(j["act_dtype"], "F16");
   for (const auto& layer : j["ranks"][0]["layers"]) EXPECT_EQ(layer["kernel"].get<std::string>().rfind("cuda", 0), 0u);
 }
 

@@ -188,6 +188,15 @@ TEST(ModelOpt, KvCacheConfigAndScales) {
   EXPECT_QLM_ERROR(runtime::Model::load(stray.path()), "loader.unconsumed", "k_proj.k_scale");
 }
 
+TEST(ModelOpt, GpuPlanNeedsFp8TensorCores) {
+  TempDir dir;
+  write_legacy(dir, {{"quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}});
+  runtime::ModelOptions options;
+  options.device = Device::cuda(0);
+  EXPECT_QLM_ERROR(runtime::plan_model(dir.path(), options, 80), "plan.capability",
+                   "quantization 'modelopt' needs CUDA compute capability 89 or newer; --capability 80 was given");
+}
+
 TEST(ModelOpt, FusedLayersMustBeExcludedWhole) {
   TempDir dir;
   write_legacy(dir, {{"quant_algo", "FP8"}, {"exclude_modules", {"lm_head", "*.k_proj"}}});

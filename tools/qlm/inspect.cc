@@ -1,7 +1,7 @@
 // `qlm inspect MODEL_DIR [--json] [--verify-data]`: what a checkpoint is, what its quantization
 // config says, and what its tensors actually are. Headers only unless --verify-data.
 // `qlm inspect MODEL_DIR --plan [--json] [--tp N] [--device cpu|cuda] [--capability CC]
-// [--linear-backend NAME] [--quantization NAME]`: the method and kernel of every linear layer of
+// [--linear-backend NAME] [--quantization NAME] [--dtype DT]`: the method and kernel of every linear layer of
 // every rank, with each rejected kernel's reason, without reading weights (runtime/model_plan.h).
 #include <fmt/format.h>
 
@@ -73,6 +73,7 @@ void register_inspect_command(CLI::App& app) {
   cmd->add_option("--linear-backend", m.linear_backend, "--plan: kernel backend or kernel name for linear layers")
       ->default_str("auto");
   cmd->add_option("--quantization", m.quantization, "--plan: quantization format to use instead of the checkpoint's");
+  cmd->add_option("--dtype", m.dtype, "--plan --device cuda: activation dtype bf16 (default), f16 or f32");
   cmd->callback([args] { run_inspect(*args); });
 }
 
