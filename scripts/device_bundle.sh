@@ -7,7 +7,9 @@
 #
 # Usage: scripts/device_bundle.sh          then, through the `device` tool, with carry [".device"]:
 #        scripts/gpu_check.sh              (tests)   /   scripts/bench_gpu.sh   (benchmarks)
-# Env:   BUILD_DIR (default build/device), SKIP_BUILD=1 to pack an existing build.
+# Env:   BUILD_DIR (default build/device), SKIP_BUILD=1 to pack an existing build,
+#        BUNDLE_DIR (default .device): where the bundle goes (another folder lets two people keep
+#        their own bundles; carry that folder and set BUNDLE_DIR the same way on the GPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/device}
@@ -31,7 +33,8 @@ binaries=("$BUILD_DIR/qlm" "$BUILD_DIR/libqlm.so" "$BUILD_DIR/tests/qlm_tests")
 ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libqlm)\.so|/libcu[A-Za-z]*\.so|/libnv' |
   while read -r lib; do cp -L "$lib" "$stage/.device-lib/"; done
-mkdir -p .device
-tar -C "$stage" -cJf .device/bundle.tar.xz .
-grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >>.git/info/exclude
-echo "bundle: .device/bundle.tar.xz ($(du -h .device/bundle.tar.xz | cut -f1)); libraries: $(ls "$stage/.device-lib" | tr '\n' ' ')"
+BUNDLE_DIR=${BUNDLE_DIR:-.device}
+mkdir -p "$BUNDLE_DIR"
+tar -C "$stage" -cJf "$BUNDLE_DIR/bundle.tar.xz" .
+grep -qx "/$BUNDLE_DIR/" .git/info/exclude 2>/dev/null || echo "/$BUNDLE_DIR/" >>.git/info/exclude
+echo "bundle: $BUNDLE_DIR/bundle.tar.xz ($(du -h "$BUNDLE_DIR/bundle.tar.xz" | cut -f1)); libraries: $(ls "$stage/.device-lib" | tr '\n' ' ')"

@@ -1,10 +1,11 @@
-# Sourced by the GPU scripts: unpacks .device/bundle.tar.xz when present (binaries built elsewhere
+# Sourced by the GPU scripts: unpacks $BUNDLE_DIR/bundle.tar.xz (default .device/) when present (binaries built elsewhere
 # by scripts/device_bundle.sh) or builds build/gpu for sm_90 here, and exports QLM_BUILD and the
 # library path. Keeps NVLink multicast off (NCCL_NVLS_ENABLE=0) as the shared GPU hosts require.
 export NCCL_NVLS_ENABLE=0
-if [[ -f .device/bundle.tar.xz ]]; then
-  tar -xJf .device/bundle.tar.xz
-  QLM_BUILD=build/device
+BUNDLE_DIR=${BUNDLE_DIR:-.device}
+if [[ -f "$BUNDLE_DIR/bundle.tar.xz" ]]; then
+  tar -xJf "$BUNDLE_DIR/bundle.tar.xz"
+  QLM_BUILD=${QLM_BUILD:-build/device}
   export LD_LIBRARY_PATH="$PWD/.device-lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
 else
   QLM_BUILD=build/gpu
