@@ -3,9 +3,9 @@
 qlm: cuBLAS bf16 through torch.matmul, torch's int4 kernel (torch._weight_int4pack_mm, group 128)
 and torch._scaled_mm fp8 (per-token x per-channel scales; once on pre-quantized activations and
 once including a torch activation quantization), plus the device-to-device copy bandwidth that
-gives the floors. Same method as `qlm bench-linear --device cuda`: weights rotated through copies
-totalling >= 512 MiB (far beyond the 60 MB L2), one timed batch runs every copy once between two
-CUDA events, median of the batches' mean per call.
+gives the floors. Same method as `qlm bench-linear --device cuda` (default --timing graph): weights rotated
+through copies totalling >= 512 MiB (far beyond the 60 MB L2), every copy called once inside one
+CUDA graph, the graph replayed between two CUDA events, median of 10 replays' mean per call.
 Writes one JSON object per line to --out."""
 import argparse
 import json
@@ -26,16 +26,33 @@ def copies_for(nbytes):
 
 
 def time_batches(calls, batches=10):
-    """calls: list of zero-argument callables (one per weight copy). Median per-call microseconds."""
-    for c in calls:
-        c()
+    """calls: list of zero-argument callables (one per weight copy), captured into one CUDA graph
+    (falling back to eager launches when capture fails); the graph is replayed `batches` times between
+    events. Median per-call microseconds: device time, without Python's launch overhead."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for c in calls:
+                c()
+        run = graph.replay
+    except RuntimeError:
+        def run():
+            for c in calls:
+                c()
+    run()
     torch.cuda.synchronize()
     per_call = []
     for _ in range(batches):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for c in calls:
-            c()
+        run()
         stop.record()
         stop.synchronize()
         per_call.append(start.elapsed_time(stop) * 1e3 / len(calls))
@@ -47,7 +64,7 @@ def copy_bandwidth():
     n = 2 << 30
     a = torch.empty(n, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
-    us = time_batches([lambda: b.copy_(a)] * 5)
+    us = time_batches([lambda: b.copy_(a)] * 5)  # copies of 2 GiB: launch overhead is negligible
     return 2 * n / (us * 1e-6) / 1e9  # bytes read + written
 
 

@@ -1,5 +1,7 @@
 #include "cuda/timing.h"
 
+#include <vector>
+
 #include "core/error.h"
 
 #ifdef QLM_WITH_CUDA
@@ -26,6 +28,36 @@ double time_device_us(int index, const std::function<void()>& work) {
   return ms * 1e3;
 }
 
+std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays) {
+  Context& ctx = context(index);
+  cudaGraph_t graph = nullptr;
+  // Relaxed: the caching allocator may still call cudaMalloc while the work is captured.
+  QLM_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
+  try {
+    work();
+  } catch (...) {
+    cudaStreamEndCapture(ctx.stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  const cudaError_t captured = cudaStreamEndCapture(ctx.stream, &graph);
+  if (captured != cudaSuccess) {
+    cudaGetLastError();
+    fail("cuda.graph", {}, "time with events instead (--timing events)",
+         "the work could not be captured into a CUDA graph: {}", cudaGetErrorString(captured));
+  }
+  cudaGraphExec_t exec = nullptr;
+  QLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  QLM_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream));  // warm-up
+  std::vector<double> us;
+  for (int r = 0; r < replays; ++r)
+    us.push_back(time_device_us(index, [&] { QLM_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream)); }));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return us;
+}
+
 void synchronize_device(int index) { synchronize(index); }
 #else
 namespace {
@@ -35,6 +67,7 @@ namespace {
 }
 }  // namespace
 double time_device_us(int, const std::function<void()>&) { unavailable(); }
+std::vector<double> time_graph_us(int, const std::function<void()>&, int) { unavailable(); }
 void synchronize_device(int) { unavailable(); }
 #endif
 

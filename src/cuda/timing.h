@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 namespace qlm::cuda {
 
@@ -9,6 +10,12 @@ namespace qlm::cuda {
 // (cuda/context.h) and this records events before and after it, then waits for the second.
 // Throws "cuda.unavailable" in builds without the CUDA backend.
 double time_device_us(int index, const std::function<void()>& work);
+
+// Microseconds of device time of one replay of a CUDA graph captured from `work` (which must only
+// enqueue on the device's qlm stream: no synchronisation, no host copies): host launch overhead is
+// out of the measurement. Returns the time of each of `replays` replays (after one warm-up). Throws
+// "cuda.graph" (naming the CUDA error) when `work` cannot be captured.
+std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays);
 
 // Waits until every piece of qlm's work on device `index` finished.
 void synchronize_device(int index);

@@ -1,6 +1,8 @@
 // Whole models on CUDA against the CPU path (which model_fixture_test checks against the reference):
 // for every fixture, F32 activations give the CPU's argmax at every position and logits within
-// 1e-4 (normwise relative), BF16 activations agree on ≥ 95 % of positions within 3e-2, greedy
+// 1e-4 (normwise relative); BF16/F16 activations stay within 3e-2 and give the CPU's argmax at every
+// position whose CPU top-2 margin is at least 5 % of the row's largest |logit| (a smaller margin can
+// flip under the ~1 % deviation of 8-bit-mantissa activations, so near-ties are not compared); greedy
 // generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too.
 // The KV cache on the device: decoding token by token (through capacity growth) and continuing
 // after reset() give the logits of one prefill. Skipped without a visible GPU.
@@ -8,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -38,18 +41,33 @@ runtime::ModelOptions cuda_options(DType act, ops::KvDType kv = ops::KvDType::F3
 }
 
 struct Agreement {
-  int64_t same = 0, total = 0;
+  int64_t same = 0, total = 0;  // over the compared positions
+  int64_t skipped = 0;          // near-ties: margin below the threshold
   std::string first_differing;  // "position 3: 17 vs 250, ..." (up to 5)
   double fraction() const { return total ? static_cast<double>(same) / static_cast<double>(total) : 1.0; }
 };
 
-Agreement argmax_agreement(const Tensor& got, const Tensor& want) {
+// Positions whose reference top-2 margin is below `min_margin` x the row's largest |logit| are not
+// compared (0: every position is).
+Agreement argmax_agreement(const Tensor& got, const Tensor& want, double min_margin = 0) {
   Agreement a;
   const int64_t T = want.size(0), V = want.size(1);
   int listed = 0;
   for (int64_t t = 0; t < T; ++t) {
+    const float* row = want.data<float>() + t * V;
     const int32_t g = runtime::argmax(std::span<const float>(got.data<float>() + t * V, static_cast<size_t>(V)));
-    const int32_t w = runtime::argmax(std::span<const float>(want.data<float>() + t * V, static_cast<size_t>(V)));
+    const int32_t w = runtime::argmax(std::span<const float>(row, static_cast<size_t>(V)));
+    if (min_margin > 0) {
+      float second = -INFINITY, largest = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        largest = std::max(largest, std::fabs(row[v]));
+        if (v != w) second = std::max(second, row[v]);
+      }
+      if (row[w] - second < min_margin * largest) {
+        ++a.skipped;
+        continue;
+      }
+    }
     ++a.total;
     if (g == w) {
       ++a.same;
@@ -86,16 +104,20 @@ std::pair<Tensor, Tensor> cpu_and_cuda_logits(const fs::path& dir, const std::ve
   return {cpu->forward(tokens), gpu->forward(tokens)};
 }
 
+// Logits within `max_error` (normwise relative) and the CPU's argmax at every position whose margin
+// is at least `min_margin` of the row's scale (0: at every position).
 void expect_close_to_cpu(const std::string& what, const Tensor& gpu, const Tensor& cpu, double max_error,
-                         double min_agreement) {
+                         double min_margin) {
   ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
   ASSERT_TRUE(gpu.on_host() && gpu.dtype() == DType::F32) << what << ": logits " << gpu.str();
   const double err = testing::normwise_relative_error(gpu, cpu);
-  const Agreement a = argmax_agreement(gpu, cpu);
+  const Agreement a = argmax_agreement(gpu, cpu, min_margin);
   EXPECT_LE(err, max_error) << what << ": normwise relative error " << err << " (argmax agreement " << a.same << "/"
                             << a.total << ")";
-  EXPECT_GE(a.fraction(), min_agreement) << what << ": argmax agreement " << a.same << "/" << a.total
-                                         << " (relative error " << err << "); cuda vs cpu at " << a.first_differing;
+  EXPECT_EQ(a.same, a.total) << what << ": argmax agreement " << a.same << "/" << a.total << " compared positions ("
+                             << a.skipped << " near-ties skipped; relative error " << err << "); cuda vs cpu at "
+                             << a.first_differing;
+  EXPECT_GE(a.total, a.skipped) << what << ": most positions should have a clear margin";
 }
 
 class CudaModelFixtureTest : public ::testing::TestWithParam<std::string> {};
@@ -104,21 +126,21 @@ TEST_P(CudaModelFixtureTest, F32LogitsMatchCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::F32);
-  expect_close_to_cpu(f.name + " F32, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 1e-4, 1.0);
+  expect_close_to_cpu(f.name + " F32, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 1e-4, 0);
 }
 
 TEST_P(CudaModelFixtureTest, Bf16LogitsCloseToCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::BF16);
-  expect_close_to_cpu(f.name + " BF16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.95);
+  expect_close_to_cpu(f.name + " BF16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.05);
 }
 
 TEST_P(CudaModelFixtureTest, F16LogitsCloseToCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::F16);
-  expect_close_to_cpu(f.name + " F16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.95);
+  expect_close_to_cpu(f.name + " F16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.05);
 }
 
 TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
@@ -126,7 +148,7 @@ TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const std::vector<int32_t> tokens = random_tokens(300, f.logits.size(1), 7);
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, tokens, DType::F32);
-  expect_close_to_cpu(f.name + " F32, 300 tokens", gpu, cpu, 1e-4, 1.0);
+  expect_close_to_cpu(f.name + " F32, 300 tokens", gpu, cpu, 1e-4, 0);
 }
 
 TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
@@ -179,13 +201,13 @@ TEST(CudaModelTest, DecodeStepByStepEqualsPrefill) {
         ASSERT_EQ(row.shape(), (Shape{1, V})) << what;
         std::copy(row.data<float>(), row.data<float>() + V, steps.data<float>() + static_cast<int64_t>(t) * V);
       }
-      expect_close_to_cpu(what + ": step-by-step decode vs prefill", steps, prefill, 1e-4, 1.0);
+      expect_close_to_cpu(what + ": step-by-step decode vs prefill", steps, prefill, 1e-4, 0);
 
       // Keep 25 tokens, run the other 15 at once: the rows of the prefill.
       model->reset(25);
       const Tensor rest = model->forward(std::span<const int32_t>(tokens).subspan(25));
       expect_close_to_cpu(what + ": continuation after reset(25) vs prefill", rest, prefill.narrow(0, 25, 15).clone(),
-                          1e-4, 1.0);
+                          1e-4, 0);
     }
 }
 

@@ -6,9 +6,10 @@
 // weight_gbps (prepared weight bytes / median), kernel, m, k, n, bits, group, format, threads, plus extras.
 // Successive calls cycle through --rotate copies of the layer (default: enough for 128 MiB, four
 // times the L3 of the reference machine; 512 MiB on CUDA, many times an H200's L2) so that weights
-// stream from memory, as in a real model. On CUDA one timed iteration runs every copy once between
-// two events on the device's stream (launch gaps included, as in a model step) and reports the mean
-// per call; activations are --dtype (bf16 by default).
+// stream from memory, as in a real model. On CUDA one timed iteration runs every copy once and
+// reports the mean per call: replayed from a CUDA graph (--timing graph, the default: device time
+// without host launch overhead) or launched between two events (--timing events: launch gaps
+// included, as in an eager model step); activations are --dtype (bf16 by default).
 #include <time.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ struct BenchLinearOptions {
   std::vector<int64_t> ms{1};  // --m: one value, or a comma list timed on the same prepared weights
   std::string device = "cpu";
   std::string dtype = "auto";  // activations: f32 on cpu, bf16 on cuda by default
+  std::string timing = "graph";  // cuda: graph | events
   std::string kernel = "auto";
   int threads = 0;
   int iters = 20;
@@ -204,7 +206,20 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
   std::vector<double> us;
   us.reserve(o.iters);
   double min_cpu_us = 1e300;
-  for (int i = 0; i < o.iters; ++i) {
+  std::string timing = o.timing;
+  if (!t.device.is_cpu() && timing == "graph") {
+    const auto batch = [&] {
+      for (int c = 0; c < p.copies; ++c) p.run(c, x, y);
+    };
+    try {
+      for (double replay : cuda::time_graph_us(t.device.index, batch, o.iters)) us.push_back(replay / p.copies);
+    } catch (const Error& e) {
+      if (e.code() != "cuda.graph") throw;
+      std::fprintf(stderr, "note: %s; timing with events\n", e.what());
+      timing = "events";
+    }
+  }
+  for (int i = 0; i < o.iters && us.size() < static_cast<size_t>(o.iters); ++i) {
     if (!t.device.is_cpu()) {
       const double batch = cuda::time_device_us(t.device.index, [&] {
         for (int c = 0; c < p.copies; ++c) p.run(c, x, y);
@@ -236,6 +251,7 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
     j["n"] = o.n;
     j["device"] = o.device;
     j["act_dtype"] = dtype_name(t.act);
+    if (!t.device.is_cpu()) j["timing"] = timing;
     j["kernel"] = p.kernel;
     j["threads"] = compute_threads();
     j["iters"] = o.iters;
@@ -296,6 +312,9 @@ void register_bench_linear_command(CLI::App& app) {
   cmd->add_option("--device", opts->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--dtype", opts->dtype, "Activation dtype (auto: f32 on cpu, bf16 on cuda)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--timing", opts->timing, "CUDA timing: graph (replayed CUDA graph) or events (eager launches)")
+      ->check(CLI::IsMember({"graph", "events"}))
       ->capture_default_str();
   cmd->add_option("--kernel", opts->kernel, "Kernel or backend name (auto: the selector's choice)")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Compute threads (0: all available cores)")->capture_default_str();
