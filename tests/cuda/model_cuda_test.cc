@@ -1,8 +1,9 @@
 // Whole models on CUDA against the CPU path (which model_fixture_test checks against the reference):
 // for every fixture, F32 activations give the CPU's argmax at every position and logits within
 // 1e-4 (normwise relative); BF16/F16 activations stay within 3e-2 and give the CPU's argmax at every
-// position whose CPU top-2 margin is at least 5 % of the row's largest |logit| (a smaller margin can
-// flip under the ~1 % deviation of 8-bit-mantissa activations, so near-ties are not compared); greedy
+// position whose CPU top-2 margin is at least 2 % of the row's largest |logit| (a smaller margin can
+// flip under the ~1 % deviation of reduced-precision activations, so near-ties are not compared, but at
+// least a quarter of the positions must be); greedy
 // generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too.
 // The KV cache on the device: decoding token by token (through capacity growth) and continuing
 // after reset() give the logits of one prefill. Skipped without a visible GPU.
@@ -32,11 +33,11 @@ using testing::ModelFixture;
 #define SKIP_WITHOUT_GPU() \
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device visible"
 
-runtime::ModelOptions cuda_options(DType act, ops::KvDType kv = ops::KvDType::F32) {
+runtime::ModelOptions cuda_options(DType act, KVCacheDType kv = KVCacheDType::F32) {
   runtime::ModelOptions o;
   o.device = Device::cuda(0);
   o.act_dtype = act;
-  o.kv.dtype = kv;
+  o.kv_cache_dtype = kv;
   return o;
 }
 
@@ -117,7 +118,8 @@ void expect_close_to_cpu(const std::string& what, const Tensor& gpu, const Tenso
   EXPECT_EQ(a.same, a.total) << what << ": argmax agreement " << a.same << "/" << a.total << " compared positions ("
                              << a.skipped << " near-ties skipped; relative error " << err << "); cuda vs cpu at "
                              << a.first_differing;
-  EXPECT_GE(a.total, a.skipped) << what << ": most positions should have a clear margin";
+  EXPECT_GE(4 * a.total, a.total + a.skipped) << what << ": only " << a.total << " of " << a.total + a.skipped
+                                              << " positions have a clear margin";
 }
 
 class CudaModelFixtureTest : public ::testing::TestWithParam<std::string> {};
@@ -133,14 +135,14 @@ TEST_P(CudaModelFixtureTest, Bf16LogitsCloseToCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::BF16);
-  expect_close_to_cpu(f.name + " BF16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.05);
+  expect_close_to_cpu(f.name + " BF16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.02);
 }
 
 TEST_P(CudaModelFixtureTest, F16LogitsCloseToCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, f.tokens, DType::F16);
-  expect_close_to_cpu(f.name + " F16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.05);
+  expect_close_to_cpu(f.name + " F16, " + std::to_string(f.tokens.size()) + " tokens", gpu, cpu, 3e-2, 0.02);
 }
 
 TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
@@ -185,8 +187,8 @@ TEST(CudaModelTest, DefaultModelGreedyMatchesCpu) {
 TEST(CudaModelTest, DecodeStepByStepEqualsPrefill) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"llama-gqa", "mistral-swa", "qwen3-qknorm-gptq"})
-    for (const ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16}) {
-      const std::string what = std::string(name) + " kv " + ops::kv_dtype_name(kv);
+    for (const KVCacheDType kv : {KVCacheDType::F32, KVCacheDType::BF16}) {
+      const std::string what = std::string(name) + " kv " + kv_cache_dtype_name(kv);
       const fs::path dir = testing::model_fixture_root() / name;
       auto model = runtime::Model::load(dir, cuda_options(DType::F32, kv));
       const std::vector<int32_t> tokens = random_tokens(40, model->vocab_size(), 11);
