@@ -139,6 +139,21 @@ void DecoderModel::truncate_cache(int64_t length) {
     device_cache_->truncate(length);
 }
 
+int64_t DecoderModel::first_kv_head() const {
+  // As the QKV layer slices k/v: rank r holds kv heads [r·kv_heads, ...), or, when the heads are
+  // replicated over ranks (tp > num_key_value_heads), head r / replicas.
+  const int64_t replicas = blocks_.front().qkv->num_kv_head_replicas();
+  return options_.tp.rank / replicas * kv_heads_;
+}
+
+void DecoderModel::set_kv_cache_scales(int64_t layer, std::span<const float> k_scales,
+                                       std::span<const float> v_scales) {
+  if (cache_)
+    cache_->set_head_scales(layer, k_scales, v_scales);
+  else
+    device_cache_->set_head_scales(layer, k_scales, v_scales);
+}
+
 LoadReport DecoderModel::load(const io::Checkpoint& checkpoint, const ProgressCallback& progress) {
   LoadReport report = load_checkpoint(checkpoint, modules_, progress);
   finish_load();

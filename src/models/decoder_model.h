@@ -61,6 +61,12 @@ class DecoderModel {
   // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.
   int64_t cache_length() const;
   void truncate_cache(int64_t length);
+  // This rank's kv heads: kv_heads() of them, starting at head first_kv_head() of the model.
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t first_kv_head() const;
+  // Scales of the KV cache (host or device) for `layer`, one per kv head of this rank; before
+  // anything is cached.
+  void set_kv_cache_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
   // The host KV cache of a CPU model.
   ops::KvCache& cache() {
     QLM_CHECK(cache_ != nullptr);

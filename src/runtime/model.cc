@@ -131,16 +131,27 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   const QuantContext ctx{.device = options.device, .capability = capability, .act_dtype = act_dtype,
                          .kernels = options.kernels, .release_checkpoint_tensors = true};
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
-  // KV-cache storage is the user's choice for now; an fp8 cache will come from the KV-cache method
-  // (src/quant/kv_cache): one per attention layer, its scales registered with each rank's modules
-  // and handed to KvCache::set_scales after loading (ops/kv_cache.h).
+  // KV cache: the storage the user chose (auto: the activation dtype, or fp8 for a compressed-tensors
+  // kv_cache_scheme); the format's KV-cache methods register the checkpoint's k/v scales with each
+  // rank's modules, and after loading hand them to the rank's cache (kv_cache_scales.h).
+  const KVCacheDType kv_choice = resolve_kv_cache_dtype(options.kv_cache_dtype, m.quant.get());
+  check_kv_cache_dtype(kv_choice, m.quant.get());
+  const ops::KvDType kv_storage = kv_storage_dtype(kv_choice, act_dtype);
   for (int r = 0; r < tp; ++r) {
     const models::RankOptions rank{.quant = m.quant.get(), .ctx = ctx,
-                                   .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = options.kv};
+                                   .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = {.dtype = kv_storage}};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
-  std::vector<KvCacheMethods> kv_methods;  // per rank: the checkpoint's k/v scales, consumed and validated
-  for (auto& rank : m.ranks) kv_methods.push_back(attach_kv_cache_methods(*rank, m.quant.get(), ctx));
+  const ScaleShapeLookup shape_of = [&checkpoint](const std::string& name) -> std::optional<Shape> {
+    if (!checkpoint.contains(name)) return std::nullopt;
+    return checkpoint.info(name).shape;
+  };
+  std::vector<KvCacheMethods> kv_methods;  // per rank: the checkpoint's k/v scales
+  for (auto& rank : m.ranks)
+    kv_methods.push_back(attach_kv_cache_methods(*rank, m.quant.get(), ctx,
+                                                 kv_cache_dtype_is_fp8(kv_choice) ? kv_choice
+                                                                                  : KVCacheDType::Auto,
+                                                 shape_of));
   model->plan_ = build_load_plan(*m.ranks.front(), m.quant.get());
   model->linear_weight_bytes_ = linear_bytes(checkpoint, *m.ranks.front());
 
@@ -149,7 +160,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     reports[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->load(checkpoint, r == 0 ? options.progress
                                                                                             : ProgressCallback{});
   });
-  for (KvCacheMethods& methods : kv_methods) finish_kv_cache_methods(methods);
+  for (size_t r = 0; r < kv_methods.size(); ++r) finish_kv_cache_methods(kv_methods[r], *m.ranks[r]);
+  model->kv_dtype_ = kv_storage;
+  model->kv_report_ = ops::kv_dtype_is_fp8(kv_storage)
+                          ? runtime::kv_cache_report(kv_methods.front())
+                          : fmt::format("KV cache {}{}", ops::kv_dtype_name(kv_storage),
+                                        options.kv_cache_dtype == KVCacheDType::Auto ? " (auto: the activation dtype)" : "");
   model->report_ = reports.front();
   model->device_ = options.device;
   model->act_dtype_ = act_dtype;

@@ -18,6 +18,7 @@
 #include "kernels/kernel_registry.h"
 #include "loader/loader.h"
 #include "models/model_config.h"
+#include "quant/kv_cache/kv_cache_method.h"
 #include "runtime/ops/kv_cache.h"
 
 namespace qlm::runtime {
@@ -29,7 +30,9 @@ struct ModelOptions {
   std::optional<std::string> quantization{};  // --quantization: a format name or alias to use instead
   KernelPolicy kernels{};                    // --linear-backend and per-format overrides
   std::vector<std::string> quant_plugins{};  // shared libraries registering more formats / kernels
-  ops::KvEncoding kv{};                      // KV-cache storage (F32 by default)
+  // --kv-cache-dtype: auto (the activation dtype; fp8_e4m3 for a compressed-tensors checkpoint
+  // with a kv_cache_scheme), f32, f16, bf16, fp8_e4m3 or fp8_e5m2 (FORMATS.md §7).
+  KVCacheDType kv_cache_dtype = KVCacheDType::Auto;
   // Activation dtype of the linear layers: F32 only on the CPU; on CUDA BF16 when unset, or F16 / F32.
   std::optional<DType> act_dtype{};
   ProgressCallback progress{};               // called by rank 0 while tensors load
@@ -65,7 +68,8 @@ class Model {
  public:
   // Throws qlm::Error: config.*, model.unknown_architecture, checkpoint.*, loader.*, kernel.*,
   // device.unavailable (no such CUDA device, or a build without CUDA), device.capability (GPU too
-  // old for the format), model.act_dtype, model.tp (TP size that does not fit; tp > 1 on CUDA).
+  // old for the format), model.act_dtype, model.tp (TP size that does not fit; tp > 1 on CUDA),
+  // config.kv_cache_dtype (fp8_e5m2 with a checkpoint's own KV scales), kv_cache.* (bad scales).
   static std::unique_ptr<Model> load(const std::filesystem::path& model_dir, const ModelOptions& options = {});
   ~Model();
 
@@ -77,6 +81,10 @@ class Model {
   int tp() const;
   Device device() const { return device_; }
   DType act_dtype() const { return act_dtype_; }
+  // The KV cache's storage, and one line on it: "KV cache f32", or for fp8 where its scales came
+  // from ("KV cache fp8_e4m3: scales from the checkpoint for 0 of 2 attention layers, 2 defaulted to 1.0").
+  ops::KvDType kv_cache_dtype() const { return kv_dtype_; }
+  const std::string& kv_cache_report() const { return kv_report_; }
   // Bytes of every linear layer's checkpoint tensors (all ranks together): what one decode step
   // must read, for bandwidth floors.
   uint64_t linear_weight_bytes() const { return linear_weight_bytes_; }
@@ -101,6 +109,8 @@ class Model {
   uint64_t linear_weight_bytes_ = 0;
   Device device_;
   DType act_dtype_ = DType::F32;
+  ops::KvDType kv_dtype_ = ops::KvDType::F32;
+  std::string kv_report_;
 };
 
 }  // namespace qlm::runtime

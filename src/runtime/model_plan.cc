@@ -10,6 +10,7 @@
 #include "models/decoder_model.h"
 #include "parallel/communicator.h"
 #include "quant/quantization_config.h"
+#include "runtime/kv_cache_scales.h"
 
 namespace qlm::runtime {
 namespace {
@@ -80,10 +81,12 @@ ModelPlan plan_model(const std::filesystem::path& model_dir, const ModelOptions&
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
   std::unique_ptr<LocalCommGroup> group;
   if (options.tp > 1) group = std::make_unique<LocalCommGroup>(options.tp);
+  const ops::KvEncoding kv{.dtype = kv_storage_dtype(resolve_kv_cache_dtype(options.kv_cache_dtype, quant.get()),
+                                                     ctx.act_dtype)};
   for (int r = 0; r < options.tp; ++r) {
     // Every rank is declared (its partition sizes may pick other kernels), then dropped.
     const models::RankOptions rank{.quant = quant.get(), .ctx = ctx,
-                                   .tp = group ? group->context(r) : TpContext{}, .kv = options.kv};
+                                   .tp = group ? group->context(r) : TpContext{}, .kv = kv};
     models::DecoderModel model(config, rank, dtypes);
     plan.ranks.push_back(build_load_plan(model, quant.get()));
   }

@@ -112,9 +112,9 @@ TEST(KvCacheStorage, GrowsAndKeepsContents) {
 
 // Prefill of `split` tokens, then one token at a time: the logits of every step equal the rows of
 // one full forward.
-void check_incremental(const std::string& fixture, int tp, ops::KvDType kv, double tolerance) {
+void check_incremental(const std::string& fixture, int tp, KVCacheDType kv, double tolerance) {
   const testing::ModelFixture f = testing::load_model_fixture(fixture);
-  auto model = runtime::Model::load(f.dir, {.tp = tp, .kv = {.dtype = kv}});
+  auto model = runtime::Model::load(f.dir, {.tp = tp, .kv_cache_dtype = kv});
   const Tensor full = model->forward(f.tokens);
   model->reset();
   const int64_t V = full.size(1), T = full.size(0), split = 5;
@@ -135,12 +135,12 @@ void check_incremental(const std::string& fixture, int tp, ops::KvDType kv, doub
 // forward, so, as in transformers, cached keys keep the frequencies of the step that wrote them.)
 TEST(IncrementalDecode, EqualsFullSequenceForward) {
   for (const char* fixture : {"llama-gqa", "mistral-swa", "qwen3-qknorm-gptq", "llama3-rope-bias", "qwen2-bias-tied"})
-    for (int tp : {1, 2}) check_incremental(fixture, tp, ops::KvDType::F32, 1e-5);
+    for (int tp : {1, 2}) check_incremental(fixture, tp, KVCacheDType::F32, 1e-5);
 }
 
 TEST(IncrementalDecode, HalfPrecisionCacheStaysClose) {
-  check_incremental("llama-gqa", 1, ops::KvDType::F16, 1e-2);
-  check_incremental("llama-gqa", 1, ops::KvDType::BF16, 5e-2);
+  check_incremental("llama-gqa", 1, KVCacheDType::F16, 1e-2);
+  check_incremental("llama-gqa", 1, KVCacheDType::BF16, 5e-2);
 }
 
 TEST(ModelForward, RejectsBadTokensAndPositions) {

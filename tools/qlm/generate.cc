@@ -63,6 +63,7 @@ void run_generate(const GenerateArgs& args) {
                s.decode_tokens_per_second(), result.stopped_at_eos ? " (stopped at eos)" : "");
   std::fprintf(stderr, "device: %s, activations %s\n", model->device().str().c_str(),
                std::string(dtype_name(model->act_dtype())).c_str());
+  std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "layers: %s\n", model->plan().summary().c_str());
 }
 

@@ -61,6 +61,7 @@ void run_logits(const LogitsArgs& args) {
   progress.finish();
   const Tensor logits = model->forward(tokens, /*all_logits=*/true);
   io::write_safetensors(args.out, {{"logits", logits}});
+  std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "wrote %s: logits F32[%lld, %lld]; %s, activations %s; layers: %s\n", args.out.c_str(),
                static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)),
                model->device().str().c_str(), std::string(dtype_name(model->act_dtype())).c_str(),

@@ -15,7 +15,9 @@ void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
       ->default_str("auto");
   cmd->add_option("--quant-plugin", o.quant_plugins, "Shared library registering quantization formats or kernels");
   cmd->add_option("--quantization", o.quantization, "Quantization format to use instead of the checkpoint's (same family)");
-  cmd->add_option("--kv-cache-dtype", o.kv_dtype, "KV-cache storage: f32, f16 or bf16")->default_str("f32");
+  cmd->add_option("--kv-cache-dtype", o.kv_dtype,
+                  "KV-cache storage: auto (the activation dtype), f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e4m3 or fp8_e5m2")
+      ->default_str("auto");
   cmd->add_option("--dtype", o.dtype, "Activation dtype on cuda: bf16 (default), f16 or f32; cpu runs f32 only");
 }
 
@@ -49,9 +51,7 @@ runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
   m.kernels.linear_backend = o.linear_backend;
   m.quant_plugins = o.quant_plugins;
   if (!o.quantization.empty()) m.quantization = o.quantization;
-  const auto kv = ops::kv_dtype_from_name(o.kv_dtype);
-  if (!kv) fail("cli.kv_dtype", {}, "use f32, f16 or bf16", "unknown KV-cache dtype '{}'", o.kv_dtype);
-  m.kv.dtype = *kv;
+  m.kv_cache_dtype = parse_kv_cache_dtype(o.kv_dtype);
   if (!o.dtype.empty()) m.act_dtype = parse_act_dtype(o.dtype);
   runtime::activation_dtype(m);  // rejects bf16 / f16 on cpu before anything loads
   return m;

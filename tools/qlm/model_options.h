@@ -20,13 +20,13 @@ struct ModelCliOptions {
   std::string linear_backend = "auto";
   std::vector<std::string> quant_plugins;
   std::string quantization;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";  // --kv-cache-dtype, parsed by parse_kv_cache_dtype
   std::string dtype;  // activation dtype; empty: the device's default (f32 on cpu, bf16 on cuda)
 };
 
 // Adds MODEL (positional, required) and the options above to `cmd`.
 void add_model_options(CLI::App* cmd, ModelCliOptions& options);
-// Throws "cli.device" / "cli.kv_dtype" / "cli.dtype" for values it cannot parse, and
+// Throws "cli.device" / "cli.dtype" / "config.kv_cache_dtype" for values it cannot parse, and
 // "model.act_dtype" for an activation dtype the device cannot run (bf16 / f16 on cpu).
 runtime::ModelOptions to_model_options(const ModelCliOptions& options);
 

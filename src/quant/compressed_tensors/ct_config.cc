@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "quant/compressed_tensors/ct_wna16_method.h"
+#include "quant/kv_cache/kv_cache_method.h"
 #include "quant/unquantized.h"
 
 namespace qlm {
@@ -134,6 +135,11 @@ std::optional<W8A8Scheme> CompressedTensorsConfig::w8a8_scheme_for(const std::st
                                                                    LayerInfo::Kind kind) const {
   std::optional<Scheme> s = resolve(module, kind);
   return s ? s->w8a8 : std::nullopt;
+}
+
+std::unique_ptr<KVCacheMethod> CompressedTensorsConfig::get_kv_cache_method(const LayerInfo& layer, const QuantContext&) const {
+  if (!kv_cache_scheme_ || layer.kind != LayerInfo::Kind::Attention) return nullptr;
+  return std::make_unique<KVCacheQuantMethod>(layer.prefix, KVCacheDType::Fp8E4M3);
 }
 
 std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const LayerInfo& layer,

@@ -27,6 +27,8 @@ class CompressedTensorsConfig final : public QuantizationConfig {
   std::vector<DType> supported_act_dtypes() const override { return {DType::F32, DType::F16, DType::BF16}; }
   int min_capability() const override { return 75; }
   std::unique_ptr<LinearMethod> get_linear_method(const LayerInfo& layer, const QuantContext& ctx) const override;
+  // The k/v scales of every attention layer (quant/kv_cache): compressed-tensors kv_cache_scheme (per tensor or attn_head).
+  std::unique_ptr<KVCacheMethod> get_kv_cache_method(const LayerInfo& layer, const QuantContext& ctx) const override;
   std::string describe() const override;
   std::vector<std::string> unmatched_ignore_patterns() const override;
 

@@ -1,5 +1,6 @@
 #include "quant/fp8/fp8_config.h"
 
+#include "quant/kv_cache/kv_cache_method.h"
 #include "quant/unquantized.h"
 
 namespace qlm {
@@ -54,6 +55,11 @@ std::unique_ptr<Fp8Config> Fp8Config::from_json(const io::JsonView& cfg) {
     s.act = c->static_acts_ ? ActScheme::StaticTensor : ActScheme::DynamicToken;
   }
   return c;
+}
+
+std::unique_ptr<KVCacheMethod> Fp8Config::get_kv_cache_method(const LayerInfo& layer, const QuantContext&) const {
+  if (!serialized_ || layer.kind != LayerInfo::Kind::Attention) return nullptr;
+  return std::make_unique<KVCacheQuantMethod>(layer.prefix, KVCacheDType::Fp8E4M3);
 }
 
 std::unique_ptr<LinearMethod> Fp8Config::get_linear_method(const LayerInfo& layer, const QuantContext&) const {

@@ -24,6 +24,8 @@ class Fp8Config final : public QuantizationConfig {
   std::vector<DType> supported_act_dtypes() const override { return {DType::F32, DType::BF16, DType::F16}; }
   int min_capability() const override { return 75; }
   std::unique_ptr<LinearMethod> get_linear_method(const LayerInfo& layer, const QuantContext& ctx) const override;
+  // The k/v scales of every attention layer (quant/kv_cache): serialized fp8 checkpoints (vLLM Fp8KVCacheMethod).
+  std::unique_ptr<KVCacheMethod> get_kv_cache_method(const LayerInfo& layer, const QuantContext& ctx) const override;
   std::string describe() const override;
   std::vector<std::string> unmatched_ignore_patterns() const override { return ignored_.unmatched(); }
 

@@ -16,6 +16,8 @@ float load(const void* base, int64_t i) {
   if constexpr (D == KvDType::F32) return static_cast<const float*>(base)[i];
   if constexpr (D == KvDType::F16) return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
   if constexpr (D == KvDType::BF16) return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+  if constexpr (D == KvDType::F8E4M3) return e4m3_to_f32(static_cast<const uint8_t*>(base)[i]);
+  if constexpr (D == KvDType::F8E5M2) return e5m2_to_f32(static_cast<const uint8_t*>(base)[i]);
 }
 
 template <KvDType D>
@@ -24,7 +26,7 @@ void attend_one(const float* q, const KvCache& cache, int64_t layer, int64_t kv_
   const int64_t d = p.head_dim, row = cache.kv_heads() * d;
   const void* kd = cache.k_data(layer);
   const void* vd = cache.v_data(layer);
-  const float k_scale = cache.k_scale(layer), v_scale = cache.v_scale(layer);
+  const float k_scale = cache.k_scale(layer, kv_head), v_scale = cache.v_scale(layer, kv_head);
   const int64_t n = last - first + 1;
   scores.resize(static_cast<size_t>(n));
   float max_score = -INFINITY;
@@ -84,6 +86,10 @@ void attention(const float* q, int64_t q_stride, int64_t tokens, int64_t past, c
     case KvDType::F16: return attention_impl<KvDType::F16>(q, q_stride, tokens, past, cache, layer, p, out, out_stride);
     case KvDType::BF16:
       return attention_impl<KvDType::BF16>(q, q_stride, tokens, past, cache, layer, p, out, out_stride);
+    case KvDType::F8E4M3:
+      return attention_impl<KvDType::F8E4M3>(q, q_stride, tokens, past, cache, layer, p, out, out_stride);
+    case KvDType::F8E5M2:
+      return attention_impl<KvDType::F8E5M2>(q, q_stride, tokens, past, cache, layer, p, out, out_stride);
   }
 }
 

@@ -1,29 +1,35 @@
 // Key/value cache of one sequence on one tensor-parallel rank: per layer, K and V rows of
 // [slots, kv_heads, head_dim] in the storage dtype. Slots are token positions 0, 1, 2, ... in order.
 //
-// Storage dtypes: F32 (default, exact), F16 and BF16 (rounded to nearest even on write). Values are
-// stored as x / scale and read as stored · scale with per-layer k and v scales (1 unless set). fp8
-// is the job of the KV-cache method (src/quant/kv_cache, FORMATS.md §7): it adds a KvDType (e.g.
-// F8_E4M3), encodes/decodes in the two switches of kv_cache.cc / attention.cc, and hands each
-// layer's checkpoint scales to set_scales(); the switches over KvDType have no default, so a new
-// dtype fails to compile until every site handles it.
+// Storage dtypes: F32 (default, exact), F16 and BF16 (rounded to nearest even on write), and fp8
+// F8E4M3 (e4m3fn, saturating to ±448) / F8E5M2 (saturating to ±57344), rounded to nearest even with
+// the exact conversions of core/float_convert.h (FORMATS.md §7). Values are stored as x / scale
+// (an IEEE division, not a reciprocal product) and read as stored · scale, with k and v scales per
+// layer and kv head (1 unless set; the model hands over the checkpoint's scales from the KV-cache
+// method, src/quant/kv_cache). The switches over KvDType have no default, so a new dtype fails to
+// compile until every site (kv_cache.cc, attention.cc, cuda/device_kv_cache.cc) handles it.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace qlm::ops {
 
-enum class KvDType : uint8_t { F32, F16, BF16 };
+enum class KvDType : uint8_t { F32, F16, BF16, F8E4M3, F8E5M2 };
+// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2" (the --kv-cache-dtype spelling; the names the CLI
+// accepts, "auto" included, are parsed by parse_kv_cache_dtype in quant/kv_cache).
 const char* kv_dtype_name(KvDType dtype);
-// "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; nullopt otherwise.
-std::optional<KvDType> kv_dtype_from_name(std::string_view name);
 size_t kv_dtype_size(KvDType dtype);
+bool kv_dtype_is_fp8(KvDType dtype);
+
+// One element, exactly as the cache stores it: encode(x, scale) = code of x / scale (F32: the
+// quotient itself), decode(code) · scale reads it back. `out` / `in` point at kv_dtype_size bytes.
+void kv_encode(KvDType dtype, float x, float scale, void* out);
+float kv_decode(KvDType dtype, const void* in);
 
 // How values are stored.
 struct KvEncoding {
@@ -42,10 +48,13 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
   uint64_t bytes() const;  // storage in use by all layers (capacity, K and V)
 
-  // Per-layer scales: stored = x / scale, read = stored · scale. Set before anything is written.
+  // Scales: stored = x / scale, read = stored · scale. Set before anything is written.
+  // set_scales: one k and one v scale for every kv head of `layer`; set_head_scales: one per kv
+  // head of this rank (k and v of size kv_heads()).
   void set_scales(int64_t layer, float k_scale, float v_scale);
-  float k_scale(int64_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }
-  float v_scale(int64_t layer) const { return v_scale_[static_cast<size_t>(layer)]; }
+  void set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
+  float k_scale(int64_t layer, int64_t kv_head = 0) const { return k_scale_[index(layer, kv_head)]; }
+  float v_scale(int64_t layer, int64_t kv_head = 0) const { return v_scale_[index(layer, kv_head)]; }
 
   // Ensures room for `slots` slots in every layer (grows geometrically, keeps the contents).
   void reserve(int64_t slots);
@@ -63,11 +72,12 @@ class KvCache {
 
  private:
   int64_t row_elems() const { return kv_heads_ * head_dim_; }
+  size_t index(int64_t layer, int64_t kv_head) const { return static_cast<size_t>(layer * kv_heads_ + kv_head); }
   int64_t layers_, kv_heads_, head_dim_;
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<std::vector<std::byte>> k_, v_;
-  std::vector<float> k_scale_, v_scale_;
+  std::vector<float> k_scale_, v_scale_;  // [layers, kv_heads]
 };
 
 }  // namespace qlm::ops

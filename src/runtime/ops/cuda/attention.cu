@@ -1,7 +1,8 @@
 // Causal GQA attention over the device KV cache: one block per (query token, head). Each warp walks
 // a strided share of the visible slots keeping an online softmax (running max m, sum l and the
 // weighted V accumulator, lane i holding features i, i + 32, ...); the warps' states are merged at
-// the end. All math in F32.
+// the end. All math in F32; K and V are read in their storage type (fp8 included) and scaled by
+// their kv head's scale.
 #include <math.h>
 
 #include "runtime/ops/cuda/elem.cuh"
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   float acc[kPerLane];
 #pragma unroll
   for (int r = 0; r < kPerLane; ++r) acc[r] = 0.0f;
-  const float score_scale = a.k_scale * a.scale;
+  const float score_scale = a.k_scales[kv_head] * a.scale;
   for (int64_t j = first + warp; j <= last; j += kWarps) {
     const int64_t base = j * row + kv_head * d;
     float dot = 0.0f;
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     weight[w] = warp_l[w] > 0.0f ? expf(warp_m[w] - max_m) : 0.0f;
     sum += warp_l[w] * weight[w];
   }
-  const float norm = a.v_scale / sum;
+  const float norm = a.v_scales[kv_head] / sum;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float o = 0.0f;
     for (int w = 0; w < kWarps; ++w)
@@ -93,7 +94,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>(a.tokens * a.heads);
   cudaError_t status = cudaSuccess;
-  const cudaError_t dispatched = dispatch(a.kv_type, [&](auto kv_tag) {
+  const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       attention_kernel<decltype(kv_tag)::value, decltype(out_tag)::value><<<grid, kWarps * 32, 0, stream>>>(a);
     });

@@ -1,6 +1,7 @@
 #include "runtime/ops/cuda/device_kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/device_memory.h"
 
@@ -17,6 +18,8 @@ DType kv_storage_dtype(KvDType dtype) {
     case KvDType::F32: return DType::F32;
     case KvDType::F16: return DType::F16;
     case KvDType::BF16: return DType::BF16;
+    case KvDType::F8E4M3: return DType::F8_E4M3;
+    case KvDType::F8E5M2: return DType::F8_E5M2;
   }
   QLM_CHECK(false);
   return DType::F32;
@@ -25,14 +28,41 @@ DType kv_storage_dtype(KvDType dtype) {
 DeviceKvCache::DeviceKvCache(Device device, int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
     : device_(device), layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
       k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)),
-      k_scale_(static_cast<size_t>(layers), 1.0f), v_scale_(static_cast<size_t>(layers), 1.0f) {
+      k_scale_(static_cast<size_t>(layers * kv_heads), 1.0f), v_scale_(static_cast<size_t>(layers * kv_heads), 1.0f) {
   QLM_CHECK(!device.is_cpu() && layers > 0 && kv_heads > 0 && head_dim > 0);
 }
 
 void DeviceKvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
-  QLM_CHECK(layer >= 0 && layer < layers_ && k_scale > 0 && v_scale > 0 && length_ == 0);
-  k_scale_[static_cast<size_t>(layer)] = k_scale;
-  v_scale_[static_cast<size_t>(layer)] = v_scale;
+  const std::vector<float> k(static_cast<size_t>(kv_heads_), k_scale), v(static_cast<size_t>(kv_heads_), v_scale);
+  set_head_scales(layer, k, v);
+}
+
+void DeviceKvCache::set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales) {
+  QLM_CHECK(layer >= 0 && layer < layers_ && length_ == 0);
+  QLM_CHECK(static_cast<int64_t>(k_scales.size()) == kv_heads_ && static_cast<int64_t>(v_scales.size()) == kv_heads_);
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    const float k = k_scales[static_cast<size_t>(h)], v = v_scales[static_cast<size_t>(h)];
+    QLM_CHECK(std::isfinite(k) && std::isfinite(v) && k > 0 && v > 0);
+    k_scale_[index(layer, h)] = k;
+    v_scale_[index(layer, h)] = v;
+  }
+  scales_ = Tensor();  // uploaded again on the next use
+}
+
+void DeviceKvCache::upload_scales() {
+  std::vector<float> both(k_scale_);
+  both.insert(both.end(), v_scale_.begin(), v_scale_.end());
+  scales_ = Tensor::from_vector(both, {2, layers_, kv_heads_}).to_device(device_);
+}
+
+const float* DeviceKvCache::device_k_scales(int64_t layer) const {
+  QLM_CHECK(layer >= 0 && layer < layers_ && scales_.defined());  // written (uploaded) first
+  return scales_.data<float>() + layer * kv_heads_;
+}
+
+const float* DeviceKvCache::device_v_scales(int64_t layer) const {
+  QLM_CHECK(layer >= 0 && layer < layers_ && scales_.defined());
+  return scales_.data<float>() + (layers_ + layer) * kv_heads_;
 }
 
 void DeviceKvCache::reserve(int64_t slots) {
@@ -68,12 +98,13 @@ void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64
   QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
   QLM_CHECK(k_col >= 0 && k_col + row_elems() <= stride && v_col >= 0 && v_col + row_elems() <= stride);
 #ifdef QLM_WITH_CUDA
+  if (!scales_.defined()) upload_scales();
   const float* base = qkv.data<float>();
   Tensor& k = k_[static_cast<size_t>(layer)];
   Tensor& v = v_[static_cast<size_t>(layer)];
-  QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), k.raw_data(), v.raw_data(),
-                                 elem_type(kv_storage_dtype(encoding_.dtype)), slot0, k_scale(layer),
-                                 v_scale(layer), qlm::cuda::context(device_.index).stream));
+  QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), head_dim_, k.raw_data(),
+                                 v.raw_data(), kv_elem_type(encoding_.dtype), slot0, device_k_scales(layer),
+                                 device_v_scales(layer), qlm::cuda::context(device_.index).stream));
 #else
   fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",
        "the KV cache on {} needs the CUDA backend, which this qlm was built without", device_.str());

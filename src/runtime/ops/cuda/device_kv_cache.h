@@ -1,10 +1,13 @@
 // The KV cache of one sequence on a CUDA device: the device twin of ops::KvCache (same storage
-// dtypes, slot layout [slots, kv_heads, head_dim] per layer, per-layer k/v scales with
-// stored = x / scale). Capacity grows geometrically by reallocating every layer and copying the
-// slots it holds. Declared and sized in every build; write() needs the CUDA backend.
+// dtypes, fp8 included, encoded to the same bytes; slot layout [slots, kv_heads, head_dim] per
+// layer; k/v scales per layer and kv head with stored = x / scale). Capacity grows geometrically by
+// reallocating every layer and copying the slots it holds. Declared and sized in every build;
+// write() needs the CUDA backend. The scales live on the host and, as F32 [2, layers, kv_heads],
+// on the device (k then v), re-uploaded whenever they are set.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -26,9 +29,14 @@ class DeviceKvCache {
   int64_t length() const { return length_; }  // committed slots
   int64_t capacity() const { return capacity_; }
 
-  void set_scales(int64_t layer, float k_scale, float v_scale);  // before anything is written
-  float k_scale(int64_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }
-  float v_scale(int64_t layer) const { return v_scale_[static_cast<size_t>(layer)]; }
+  // Before anything is written: one scale for every head, or one per kv head (size kv_heads()).
+  void set_scales(int64_t layer, float k_scale, float v_scale);
+  void set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
+  float k_scale(int64_t layer, int64_t kv_head = 0) const { return k_scale_[index(layer, kv_head)]; }
+  float v_scale(int64_t layer, int64_t kv_head = 0) const { return v_scale_[index(layer, kv_head)]; }
+  // Device F32 [kv_heads] scales of `layer`.
+  const float* device_k_scales(int64_t layer) const;
+  const float* device_v_scales(int64_t layer) const;
 
   // Ensures room for `slots` slots in every layer, keeping the contents.
   void reserve(int64_t slots);
@@ -44,12 +52,15 @@ class DeviceKvCache {
 
  private:
   int64_t row_elems() const { return kv_heads_ * head_dim_; }
+  size_t index(int64_t layer, int64_t kv_head) const { return static_cast<size_t>(layer * kv_heads_ + kv_head); }
+  void upload_scales();
   Device device_;
   int64_t layers_, kv_heads_, head_dim_;
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<Tensor> k_, v_;
-  std::vector<float> k_scale_, v_scale_;
+  std::vector<float> k_scale_, v_scale_;  // [layers, kv_heads]
+  Tensor scales_;                          // device F32 [2, layers, kv_heads]
 };
 
 }  // namespace qlm::ops::cu

@@ -111,13 +111,13 @@ Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, in
   a.past = past;
   a.k = cache.k(layer).raw_data();
   a.v = cache.v(layer).raw_data();
-  a.kv_type = elem_type(cache.k(layer).dtype());
+  a.kv_type = kv_elem_type(cache.encoding().dtype);
   a.heads = p.heads;
   a.kv_heads = p.kv_heads;
   a.head_dim = p.head_dim;
   a.scale = p.scale;
-  a.k_scale = cache.k_scale(layer);
-  a.v_scale = cache.v_scale(layer);
+  a.k_scales = cache.device_k_scales(layer);  // uploaded by the cache write of this forward
+  a.v_scales = cache.device_v_scales(layer);
   a.sliding_window = p.sliding_window;
   a.out = y.raw_data();
   a.out_type = elem_type(out);

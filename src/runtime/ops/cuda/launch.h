@@ -9,8 +9,10 @@
 
 namespace qlm::ops::cu {
 
-// Element type of activations, embedding tables and KV-cache storage.
-enum class ElemType : int { F32 = 0, F16 = 1, BF16 = 2 };
+// Element type of activations, embedding tables and KV-cache storage. The fp8 types (e4m3fn and
+// e5m2, saturating, encoded bit-exactly as core/float_convert.h) are KV-cache storage only: the
+// launchers that take them say so (kv_write, attention's kv_type).
+enum class ElemType : int { F32 = 0, F16 = 1, BF16 = 2, F8E4M3 = 3, F8E5M2 = 4 };
 
 // out[t, :] = table[ids[t], :] converted to out_type; ids must be in range (checked on the host).
 cudaError_t launch_embedding(const void* table, ElemType table_type, const int32_t* ids, int64_t rows,
@@ -40,11 +42,12 @@ cudaError_t launch_silu_and_mul(const void* gate_up, void* out, ElemType type, i
 cudaError_t launch_rotary(float* x, int64_t row_stride, int64_t tokens, int64_t heads, int64_t head_dim,
                           const float* cos, const float* sin, int64_t half, cudaStream_t stream);
 
-// Writes `tokens` rows of K and V (row_elems floats each, rows `stride` floats apart) into slots
-// slot0.. of one layer's cache (storage `cache_type`), stored = x / scale rounded to nearest even.
+// Writes `tokens` rows of K and V (row_elems = kv_heads·head_dim floats each, rows `stride` floats
+// apart) into slots slot0.. of one layer's cache (storage `cache_type`, any ElemType), stored =
+// x / scale (IEEE division) rounded to nearest even; k_scales / v_scales: device F32 [kv_heads].
 cudaError_t launch_kv_write(const float* k, const float* v, int64_t stride, int64_t tokens, int64_t row_elems,
-                            void* k_cache, void* v_cache, ElemType cache_type, int64_t slot0, float k_scale,
-                            float v_scale, cudaStream_t stream);
+                            int64_t head_dim, void* k_cache, void* v_cache, ElemType cache_type, int64_t slot0,
+                            const float* k_scales, const float* v_scales, cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q = nullptr;  // query t, head h at q[t·q_stride + h·head_dim]
@@ -52,9 +55,11 @@ struct AttentionArgs {
   int64_t tokens = 0, past = 0;         // query t sits at slot past + t
   const void* k = nullptr;              // [slots, kv_heads, head_dim] in kv_type
   const void* v = nullptr;
-  ElemType kv_type = ElemType::F32;
+  ElemType kv_type = ElemType::F32;             // any ElemType, fp8 included
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // head_dim ≤ kMaxAttentionHeadDim
-  float scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
+  float scale = 1.0f;
+  const float* k_scales = nullptr;  // device F32 [kv_heads]: read = stored · scale of the head
+  const float* v_scales = nullptr;
   int64_t sliding_window = 0;  // 0: full causal
   void* out = nullptr;         // query t, head h at out[t·out_stride + h·head_dim], in out_type
   ElemType out_type = ElemType::F32;
