@@ -2,8 +2,10 @@
 # GPU side-by-side benchmark (issue: CUDA backend), for a machine with an NVIDIA GPU: qlm's CUDA
 # kernels through `qlm bench-linear --device cuda` and the peers of scripts/bench_gpu_torch.py, on
 # Llama-3-8B and 70B layer shapes x M in {1, 16, 64, 256, 1024}, in one run. Then, on any machine:
-#   python3 scripts/gen_gpu_perf.py OUT/torch.jsonl OUT/qlm.jsonl   regenerates docs/performance.md.
-# Usage: scripts/bench_gpu.sh   (writes $OUT/torch.jsonl, $OUT/qlm.jsonl, $OUT/gpu_perf.md)
+#   python3 scripts/gen_gpu_perf.py OUT/torch.jsonl OUT/qlm.jsonl --decode OUT/decode.jsonl
+# regenerates docs/performance.md. Also times whole-model decode (qlm bench-decode) of synthetic
+# Llama-3-8B / 70B-shaped int4 checkpoints.
+# Usage: scripts/bench_gpu.sh   (writes $OUT/torch.jsonl, qlm.jsonl, decode.jsonl, gpu_perf.md)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/bench_gpu}
@@ -22,5 +24,12 @@ for shape in $shapes; do
   done
 done
 python3 scripts/bench_gpu_torch.py --out "$OUT/torch.jsonl"
+# Whole-model decode: Llama-3-8B-shaped int4 GPTQ (all 32 layers) and 70B-shaped (8 of 80 layers),
+# random weights written to a temporary directory on the machine.
+: >"$OUT/decode.jsonl"
+for model in synthetic:llama3-8b synthetic:llama3-70b:layers=8; do
+  "$QLM_BUILD/qlm" bench-decode "$model" --device cuda --dtype bf16 --prompt-len 16 --tokens 128 --json \
+    >>"$OUT/decode.jsonl" 2>>"$OUT/qlm_errors.txt" || echo "bench-decode $model failed" >>"$OUT/qlm_errors.txt"
+done
 tail -5 "$OUT/qlm_errors.txt" 2>/dev/null
-python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --stdout | tee "$OUT/gpu_perf.md"
+python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --decode "$OUT/decode.jsonl" --stdout | tee "$OUT/gpu_perf.md"

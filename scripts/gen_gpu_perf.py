@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU linear-layer table of docs/performance.md from one run of scripts/bench_gpu.sh.
 
-Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [docs/performance.md] [--stdout]
+Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl] [docs/performance.md] [--stdout]
 Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->. Standard library only.
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
@@ -29,7 +29,25 @@ def ratio(a, b):
     return "—" if a is None or b is None else f"{a / b:.2f}x"
 
 
-def render(torch_recs, qlm_recs):
+def render_decode(decode_recs, bw):
+    if not decode_recs:
+        return []
+    lines = ["### Whole-model decode (`qlm bench-decode`)", "",
+             "Synthetic Llama-3-shaped int4 GPTQ g128 checkpoints (random weights, lm_head quantized), one "
+             "sequence, 16-token prompt then 128 single-token steps, each returning its logits to the host "
+             "(eager launches, no CUDA graph). Floor = linear-layer weight bytes per token / copy bandwidth.", "",
+             "| model | kernels | decode tokens/s | ms/token | weight GB/token | floor ms/token | % of floor |",
+             "|---|---|---|---|---|---|---|"]
+    for r in decode_recs:
+        floor_ms = r["weight_bytes_per_token"] / (bw * 1e9) * 1e3 if bw else None
+        pct = f"{100 * floor_ms / r['decode_ms_per_token']:.0f} %" if floor_ms else "—"
+        lines.append(f"| {r['model']} | {r['kernels']} | {r['decode_tok_s']:.1f} | {r['decode_ms_per_token']:.2f} | "
+                     f"{r['weight_bytes_per_token'] / 1e9:.2f} | {fmt_us(floor_ms)} | {pct} |")
+    lines.append("")
+    return lines
+
+
+def render(torch_recs, qlm_recs, decode_recs=()):
     dev = next((r for r in torch_recs if r.get("kind") == "device"), {})
     bw = dev.get("copy_gbps")
     peer = {(r["impl"], r["k"], r["n"], r["m"]): r["median_us"] for r in torch_recs
@@ -89,16 +107,30 @@ def render(torch_recs, qlm_recs):
         lines.append("Peers that failed: " + "; ".join(f"{i} {k}x{n}: {e}" for (i, k, n), e in sorted(peer_err.items())))
         lines.append("")
     lines.append("Ratios: `qlm/cuBLAS` and `vs torch fp8` are peer time / qlm time (above 1 = qlm faster).")
+    events = sorted({f"{r['format']} {r['k']}x{r['n']}" for r in qlm_recs if r.get("timing") == "events"})
+    if events:
+        lines.append(f"Timed with events (graph capture failed): {', '.join(events)}.")
+    lines.append("")
+    lines += render_decode(list(decode_recs), bw)
     lines.append(END)
     return "\n".join(lines)
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--stdout"]
+    argv = sys.argv[1:]
+    decode = []
+    if "--decode" in argv:
+        i = argv.index("--decode")
+        try:
+            decode = load(argv[i + 1])
+        except OSError:
+            decode = []
+        del argv[i:i + 2]
+    args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
         print(__doc__)
         return 2
-    text = render(load(args[0]), load(args[1]))
+    text = render(load(args[0]), load(args[1]), decode)
     if "--stdout" in sys.argv:
         print(text)
         return 0

@@ -15,5 +15,6 @@ void register_bench_linear_command(CLI::App& app);  // bench_linear.cc
 void register_generate_command(CLI::App& app);  // generate.cc
 void register_logits_command(CLI::App& app);  // logits.cc
 void register_quantize_command(CLI::App& app);  // quantize.cc
+void register_bench_decode_command(CLI::App& app);  // bench_decode.cc
 
 }  // namespace qlm::cli

@@ -1,0 +1,163 @@
+// `qlm bench-decode`: decode speed of a whole model, the number users compare engines by.
+//   qlm bench-decode MODEL [model options: --device, --dtype, --threads, --tp, ...]
+//                    [--prompt-len P] [--tokens T] [--json]
+// MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b[:layers=N]`: a
+// Llama-3-shaped int4 GPTQ checkpoint (g128, lm_head quantized) with random weights, written to a
+// temporary directory under --tmp (default: the system temp dir), loaded, and removed (~4.9 GB for
+// 8B; 70B is ~0.43 GB per layer, so `:layers=N` keeps it to N layers).
+// Runs a prefill of P tokens, then T single-token decode steps (each returns the logits to the
+// host, so every step is complete when timed). Reports tokens/s and the linear-layer weight bytes
+// each step reads; bytes x tokens/s is the bandwidth the decode reaches, to put beside the device's.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/synthetic_llama.h"
+#include "core/error.h"
+#include "tools/qlm/commands.h"
+#include "tools/qlm/model_options.h"
+
+namespace qlm::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct BenchDecodeOptions {
+  ModelCliOptions model;
+  int64_t prompt_len = 16;
+  int64_t tokens = 64;
+  std::string tmp;
+  bool json = false;
+};
+
+// "synthetic:llama3-8b", "synthetic:llama3-70b:layers=8" -> a shape; nullopt for a directory.
+std::optional<bench::SyntheticLlamaShape> synthetic_shape(const std::string& spec) {
+  const std::string prefix = "synthetic:";
+  if (spec.rfind(prefix, 0) != 0) return std::nullopt;
+  std::string rest = spec.substr(prefix.size());
+  int64_t layers = -1;
+  if (auto colon = rest.find(':'); colon != std::string::npos) {
+    const std::string opt = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+    if (opt.rfind("layers=", 0) != 0)
+      fail("cli.args", {}, "use synthetic:llama3-70b:layers=N", "unknown synthetic option '{}'", opt);
+    try {
+      layers = std::stoll(opt.substr(7));
+    } catch (const std::exception&) {
+      layers = 0;
+    }
+    if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
+  }
+  bench::SyntheticLlamaShape s;  // Llama-3-8B
+  if (rest == "llama3-70b") {
+    s.hidden = 8192;
+    s.intermediate = 28672;
+    s.layers = 80;
+    s.heads = 64;
+    s.kv_heads = 8;
+  } else if (rest != "llama3-8b") {
+    fail("cli.args", {}, "use synthetic:llama3-8b or synthetic:llama3-70b", "unknown synthetic model '{}'", rest);
+  }
+  if (layers > 0) s.layers = layers;
+  return s;
+}
+
+// Removes the synthetic checkpoint when the run ends (the weights are in memory by then).
+struct TempDir {
+  fs::path dir;
+  ~TempDir() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
+void bench_decode(const BenchDecodeOptions& o) {
+  if (o.prompt_len <= 0 || o.tokens <= 0)
+    fail("cli.args", {}, "", "--prompt-len and --tokens must be positive (got {}, {})", o.prompt_len, o.tokens);
+  runtime::ModelOptions options = to_model_options(o.model);
+  fs::path dir = o.model.model_dir;
+  TempDir temp;
+  double write_s = 0;
+  if (auto shape = synthetic_shape(o.model.model_dir)) {
+    temp.dir = (o.tmp.empty() ? fs::temp_directory_path() : fs::path(o.tmp)) /
+               ("qlm-synthetic-" + std::to_string(::getpid()));
+    dir = temp.dir;
+    std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s ...\n", o.model.model_dir.c_str(),
+                 static_cast<long long>(shape->layers), dir.c_str());
+    const auto t0 = Clock::now();
+    bench::write_synthetic_gptq_llama(dir, *shape);
+    write_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  auto model = runtime::Model::load(dir, options);
+  std::error_code ec;
+  if (!temp.dir.empty()) fs::remove_all(temp.dir, ec);
+
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
+  for (int64_t i = 0; i < o.prompt_len; ++i)
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % model->vocab_size());
+  model->forward(prompt, false);  // warm-up: kernels' first-call setup, caches sized
+  model->reset();
+  const auto p0 = Clock::now();
+  model->forward(prompt, false);
+  const double prefill_s = std::chrono::duration<double>(Clock::now() - p0).count();
+  int32_t next = 1;
+  const auto d0 = Clock::now();
+  for (int64_t t = 0; t < o.tokens; ++t) {
+    const int32_t one[1] = {next};
+    const Tensor logits = model->forward(one, false);
+    next = static_cast<int32_t>((next * 31 + 7 + static_cast<int32_t>(logits.numel() > 0)) % model->vocab_size());
+  }
+  const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  const double tok_s = static_cast<double>(o.tokens) / decode_s;
+  const double bytes = static_cast<double>(model->linear_weight_bytes());
+
+  nlohmann::ordered_json j;
+  j["model"] = o.model.model_dir;
+  j["device"] = options.device.str();
+  j["act_dtype"] = dtype_name(model->act_dtype());
+  j["tp"] = model->tp();
+  j["kernels"] = model->plan().summary();
+  j["load_s"] = model->load_seconds();
+  if (write_s > 0) j["synthetic_write_s"] = write_s;
+  j["prompt_len"] = o.prompt_len;
+  j["prefill_tok_s"] = static_cast<double>(o.prompt_len) / prefill_s;
+  j["decode_tokens"] = o.tokens;
+  j["decode_tok_s"] = tok_s;
+  j["decode_ms_per_token"] = 1e3 / tok_s;
+  j["weight_bytes_per_token"] = bytes;
+  j["weight_gbps"] = bytes * tok_s * 1e-9;
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    fmt::print("{} on {} ({}): load {:.2f} s, prefill {} tokens {:.1f} tokens/s, decode {} tokens {:.2f} tokens/s "
+               "({:.2f} ms/token), {:.2f} GB of linear weights per token = {:.1f} GB/s\nkernels: {}\n",
+               o.model.model_dir, options.device.str(), dtype_name(model->act_dtype()), model->load_seconds(),
+               o.prompt_len, j["prefill_tok_s"].get<double>(), o.tokens, tok_s, 1e3 / tok_s, bytes * 1e-9,
+               bytes * tok_s * 1e-9, model->plan().summary());
+  }
+}
+
+}  // namespace
+
+void register_bench_decode_command(CLI::App& app) {
+  auto opts = std::make_shared<BenchDecodeOptions>();
+  auto* cmd = app.add_subcommand("bench-decode", "Decode tokens/s of a model (or a synthetic Llama-3-shaped int4 one)");
+  add_model_options(cmd, opts->model);
+  cmd->add_option("--prompt-len", opts->prompt_len, "Prefill tokens before decoding")->capture_default_str();
+  cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
+  cmd->add_option("--tmp", opts->tmp, "Parent directory of a synthetic checkpoint (default: system temp dir)");
+  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->callback([opts] { bench_decode(*opts); });
+}
+
+}  // namespace qlm::cli
