@@ -1,0 +1,219 @@
+// `cuda_wna16_fast`: tensor-core W4A16 / W8A16 linear layers (F16 / BF16 activations, sm_80+).
+// Small and medium M: one split-K mma.sync GEMM launch over the repacked weights (plus an activation
+// gather when rows move: act-order or groups padded to 16 rows). M >= the large-M threshold: weights
+// dequantized into a scratch matrix and multiplied by cuBLAS. See docs/w4a16-kernel-notes.md.
+#ifdef QLM_WITH_CUDA
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "cuda/context.h"
+#include "cuda/cublas_check.h"
+#include "cuda/cuda_check.h"
+#include "kernels/cuda/wna16_fast_kernels.h"
+#include "kernels/cuda/wna16_fast_layout.h"
+#include "kernels/cuda/wna16_kernels.h"
+#include "kernels/mp_linear.h"
+
+namespace qlm {
+namespace {
+
+// M at and above which dequantize + cuBLAS runs (override: QLM_W4FAST_CUBLAS_MIN_M).
+constexpr int64_t kCublasMinM = 128;
+
+int64_t cublas_min_m() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("QLM_W4FAST_CUBLAS_MIN_M");
+    return e && *e ? std::max<int64_t>(1, std::atoll(e)) : kCublasMinM;
+  }();
+  return v;
+}
+
+std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
+  if (c.device.type != DeviceType::CUDA) return "runs on CUDA only";
+  if (c.capability < 80)
+    return fmt::format("needs compute capability >= 8.0 (mma.sync bf16); the device has {}",
+                       c.capability == 0 ? std::string("none (unknown)") : std::to_string(c.capability));
+  const int bits = c.weight_type.bits;
+  if (bits != 4 && bits != 8)
+    return fmt::format("weight type {} has {} bits; supported: 4, 8 (cuda_wna16 runs the others)", c.weight_type.name(), bits);
+  if (c.act_dtype != DType::F16 && c.act_dtype != DType::BF16)
+    return fmt::format("activation dtype {} is not F16 or BF16 (cuda_wna16 runs F32)", dtype_name(c.act_dtype));
+  if (c.group_size != -1 && c.group_size <= 0) return fmt::format("group size {} is invalid", c.group_size);
+  if (c.K_p <= 0 || c.N_p <= 0) return fmt::format("empty partition K_p={} N_p={}", c.K_p, c.N_p);
+  if (c.K_p > INT_MAX / 4 || c.N_p > INT_MAX / 4)
+    return fmt::format("partition K_p={} N_p={} exceeds the kernel's int range", c.K_p, c.N_p);
+  return std::nullopt;
+}
+
+ErrorContext tensor_ctx(const char* tensor) {
+  ErrorContext context;
+  context.tensor = tensor;
+  return context;
+}
+
+class CudaWna16FastKernel final : public MPLinearKernel {
+ public:
+  explicit CudaWna16FastKernel(const MPLinearLayerConfig& config) : cfg_(config) {}
+
+  std::string name() const override { return "cuda_wna16_fast"; }
+
+  void prepare(WNA16Weights weights) override {
+    if (weights.K != cfg_.K_p || weights.N != cfg_.N_p || weights.weight_type.bits != cfg_.weight_type.bits)
+      fail("kernel.weights", {}, "this is a bug in the format's conversion to the standard form",
+           "cuda_wna16_fast: weights are {}-bit K={} N={}; the layer expects {}-bit K_p={} N_p={}",
+           weights.weight_type.bits, weights.K, weights.N, cfg_.weight_type.bits, cfg_.K_p, cfg_.N_p);
+    const Wna16FastLayout L = pack_wna16_fast(weights, cfg_.act_dtype == DType::BF16);
+    const Device dev = cfg_.device;
+    codes_ = Tensor::from_vector(L.codes, {static_cast<int64_t>(L.codes.size())}).to_device(dev);
+    scales_ = Tensor::from_vector(L.scales, {static_cast<int64_t>(L.scales.size())}).to_device(dev);
+    if (!L.zeros.empty()) zeros_ = Tensor::from_vector(L.zeros, {static_cast<int64_t>(L.zeros.size())}).to_device(dev);
+    row_source_ = Tensor::from_vector(L.row_source, {L.rows}).to_device(dev);
+    a_.codes = codes_.raw_data();
+    a_.scales = scales_.raw_data();
+    a_.zeros = zeros_.defined() ? zeros_.raw_data() : nullptr;
+    a_.row_source = row_source_.data<int32_t>();
+    a_.zero_const = L.zero_const;
+    a_.bits = L.bits;
+    a_.bf16 = L.bf16;
+    a_.N = L.N;
+    a_.N_pad = L.N_pad;
+    a_.n_blocks = L.n_blocks;
+    a_.k_tiles = L.k_tiles;
+    a_.tiles_per_group = L.tiles_per_group;
+    a_.rows = L.rows;
+    identity_ = L.identity_rows;
+    prepared_ = true;
+  }
+
+  void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
+    const int64_t M = check_args(x, y, bias);
+    if (!prepared_)
+      fail("kernel.args", {}, "call prepare() before run()", "cuda_wna16_fast: run() before the weights were prepared");
+    cuda::Context& ctx = cuda::context(cfg_.device.index);
+    const float* b = bias ? bias->data<float>() : nullptr;
+    if (M >= cublas_min_m()) {
+      run_cublas(ctx, x, y, b, M);
+      return;
+    }
+    const void* xk = x.raw_data();
+    int64_t ldx = cfg_.K_p;
+    Tensor xg;
+    if (!identity_) {
+      xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
+      QLM_CUDA_CHECK(cuda::launch_wna16_fast_gather(x.raw_data(), M, cfg_.K_p, a_.row_source, a_.rows, xg.raw_data(),
+                                                    ctx.stream));
+      xk = xg.raw_data();
+      ldx = a_.rows;
+    }
+    const int mt = cuda::wna16_fast_mt(M);
+    const int64_t m_tiles = (M + 8 * mt - 1) / (8 * mt);
+    const int splits = plan_splits(ctx.sm_count, m_tiles, mt);
+    Tensor ws;
+    unsigned* counters = nullptr;
+    if (splits > 1) {
+      ws = Tensor::empty({splits * m_tiles * a_.n_blocks * 512 * mt}, DType::F32, cfg_.device);
+      counters = counters_for(m_tiles * a_.n_blocks);
+    }
+    QLM_CUDA_CHECK(cuda::launch_wna16_fast_gemm(a_, xk, ldx, M, splits, splits > 1 ? ws.data<float>() : nullptr, counters,
+                                                b, y.raw_data(), ctx.stream));
+  }
+
+  size_t weight_bytes() const override {
+    return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
+  }
+
+ private:
+  void run_cublas(cuda::Context& ctx, const Tensor& x, Tensor& y, const float* b, int64_t M) const {
+    const int64_t K = cfg_.K_p, N = cfg_.N_p;
+    Tensor wd = Tensor::empty({K, a_.N_pad}, cfg_.act_dtype, cfg_.device);
+    QLM_CUDA_CHECK(cuda::launch_wna16_fast_dequant(a_, wd.raw_data(), ctx.stream));
+    if (b)
+      QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(b, M, N, y.raw_data(),
+                                                  cfg_.act_dtype == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F16,
+                                                  ctx.stream));
+    const float alpha = 1.0f, beta = b ? 1.0f : 0.0f;
+    const cudaDataType_t type = cfg_.act_dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    QLM_CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));
+    QLM_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                  static_cast<int>(K), &alpha, wd.raw_data(), type, static_cast<int>(a_.N_pad),
+                                  x.raw_data(), type, static_cast<int>(K), &beta, y.raw_data(), type, static_cast<int>(N),
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  // Split-K: enough blocks for several waves of resident blocks with little tail, every warp keeping
+  // at least 8 k-tiles (two pipeline rounds).
+  int plan_splits(int sm_count, int64_t m_tiles, int mt) const {
+    const int64_t slots = std::max(1, sm_count) * int64_t{cuda::wna16_fast_occupancy(a_.bits, a_.bf16, mt, a_.zeros != nullptr)};
+    const int64_t base = m_tiles * a_.n_blocks;
+    const int64_t max_splits =
+        std::clamp<int64_t>(a_.k_tiles / (cuda::kWna16FastWarps * 8), 1, 64);
+    int best = 1;
+    double best_score = -1;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+      const int64_t blocks = base * s;
+      const int64_t waves = (blocks + slots - 1) / slots;
+      const double eff = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+      const double score = eff - 0.01 * static_cast<double>(s);
+      if (score > best_score + 1e-9) {
+        best_score = score;
+        best = static_cast<int>(s);
+      }
+    }
+    return best;
+  }
+
+  // Zeroed split-K counters (the kernel leaves them zero), grown on demand.
+  unsigned* counters_for(int64_t n) const {
+    if (!counters_.defined() || counters_.numel() < n) {
+      counters_ = Tensor::zeros({std::max<int64_t>(n, 1024)}, DType::U32, cfg_.device);
+    }
+    return counters_.data<uint32_t>();
+  }
+
+  int64_t check_args(const Tensor& x, const Tensor& y, const Tensor* bias) const {
+    const DType act = cfg_.act_dtype;
+    auto bad = [&](const char* what, const Tensor& t, DType want, int64_t last) {
+      fail("kernel.args", tensor_ctx(what), "", "cuda_wna16_fast: {} is {} on {}; expected contiguous {} on {} with last dim {}",
+           what, t.defined() ? t.str() : std::string("undefined"), t.device().str(), dtype_name(want),
+           cfg_.device.str(), last);
+    };
+    auto ok = [&](const Tensor& t, DType want, int64_t last) {
+      return t.defined() && t.dtype() == want && t.device() == cfg_.device && t.is_contiguous() && t.dim() >= 1 &&
+             t.size(t.dim() - 1) == last;
+    };
+    if (!ok(x, act, cfg_.K_p)) bad("x", x, act, cfg_.K_p);
+    if (!ok(y, act, cfg_.N_p)) bad("y", y, act, cfg_.N_p);
+    const int64_t M = x.numel() / cfg_.K_p;
+    if (M < 1 || y.numel() != M * cfg_.N_p)
+      fail("kernel.args", tensor_ctx("y"), "", "cuda_wna16_fast: y is {} but x {} gives {} rows of {}", y.str(), x.str(), M,
+           cfg_.N_p);
+    if (M > INT_MAX / 64) fail("kernel.args", tensor_ctx("x"), "split the batch", "cuda_wna16_fast: {} rows are too many", M);
+    if (bias && (!ok(*bias, DType::F32, cfg_.N_p) || bias->numel() != cfg_.N_p)) bad("bias", *bias, DType::F32, cfg_.N_p);
+    return M;
+  }
+
+  MPLinearLayerConfig cfg_;
+  Tensor codes_, scales_, zeros_, row_source_;
+  mutable Tensor counters_;
+  cuda::Wna16FastArgs a_;
+  bool identity_ = false;
+  bool prepared_ = false;
+};
+
+const MPKernelRegistrar kRegisterCudaWna16Fast{{
+    .name = "cuda_wna16_fast",
+    .backend = "cuda",
+    .device = DeviceType::CUDA,
+    .priority = 20,
+    .can_implement = can_implement,
+    .create = [](const MPLinearLayerConfig& c) -> std::unique_ptr<MPLinearKernel> {
+      return std::make_unique<CudaWna16FastKernel>(c);
+    },
+}};
+
+}  // namespace
+}  // namespace qlm
+#endif

@@ -1,0 +1,40 @@
+// Device kernels of `cuda_wna16_fast` (layout: wna16_fast_layout.h). Plain launchers; each enqueues
+// on `stream` and returns the launch status.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qlm::cuda {
+
+struct Wna16FastArgs {
+  const void* codes = nullptr;   // uint4 [n_blocks][k_tiles][bits/4][32]
+  const void* scales = nullptr;  // u16 [groups][n_blocks][8][8]
+  const void* zeros = nullptr;   // same, or null: zero_const everywhere
+  const int32_t* row_source = nullptr;
+  uint32_t zero_const = 0;
+  int bits = 4;
+  bool bf16 = true;
+  int64_t N = 0, N_pad = 0, n_blocks = 0, k_tiles = 0, tiles_per_group = 1, rows = 0;
+};
+
+constexpr int kWna16FastWarps = 4;
+
+// Rows of one m-tile: 8 * mt, mt in {1, 2, 4}.
+inline int wna16_fast_mt(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : 4; }
+// Resident blocks per multiprocessor of the GEMM instantiation for (bits, bf16, mt, zp).
+int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp);
+
+// xg[m, j] = x[m, row_source[j]] (0 for row_source -1); x [M, K], xg [M, rows], 16-bit elements.
+cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const int32_t* row_source, int64_t rows,
+                                     void* xg, cudaStream_t stream);
+// y[M, N] = x · W (+ bias). x: [M, ldx] 16-bit in packed-row order (ldx % 4 == 0). Grid:
+// m-tiles x n_blocks x splits; splits > 1 needs ws (floats: splits * m_tiles * n_blocks * 512 * mt)
+// and counters (n_blocks * m_tiles unsigned, zero; left zero).
+cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits,
+                                   float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+// out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
+cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
+
+}  // namespace qlm::cuda

@@ -1,0 +1,298 @@
+// `cuda_wna16_fast` against the float64 CPU oracle (cpu_ref) on fresh random standard-form weights.
+// Suites named Cuda* need a GPU and skip without one; Wna16FastLayout* checks the host repacking.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "kernels/cuda/wna16_fast_layout.h"
+#include "kernels/mp_linear.h"
+#include "tests/kernels/wna16_random.h"
+
+namespace qlm {
+namespace {
+
+using testing::Wna16Spec;
+
+constexpr double kHalfTolerance = 1e-2;  // mean relative error, F16 / BF16 activations and output
+
+MPLinearLayerConfig config_for(const Wna16Spec& s, DType act, Device device, int capability) {
+  MPLinearLayerConfig c;
+  c.K = c.K_p = s.K;
+  c.N = c.N_p = s.N;
+  c.weight_type = PackedIntType{s.bits, s.zero_points ? 0 : 1 << (s.bits - 1)};
+  c.zero_points = s.zero_points;
+  c.has_g_idx = s.act_order;
+  c.group_size = s.group_size;
+  c.act_dtype = act;
+  c.device = device;
+  c.capability = capability;
+  return c;
+}
+
+std::string spec_str(const Wna16Spec& s) {
+  return fmt::format("bits={} K={} N={} group={} zp={} act_order={}", s.bits, s.K, s.N, s.group_size, s.zero_points,
+                     s.act_order);
+}
+
+double mean_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += std::fabs(static_cast<double>(got[i]) - want[i]);
+    den += std::fabs(static_cast<double>(want[i]));
+  }
+  return num / den;
+}
+
+class CudaWna16FastTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto devices = cuda_devices();
+    if (devices.empty()) GTEST_SKIP() << "no CUDA device";
+    capability_ = devices[0].capability;
+  }
+
+  void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms) {
+    SCOPED_TRACE(fmt::format("{} act={}", spec_str(spec), dtype_name(act)));
+    const auto gen = testing::random_wna16(spec);
+    const Device gpu = Device::cuda(0);
+    const auto gpu_cfg = config_for(spec, act, gpu, capability_);
+    const auto* entry = MPKernelRegistry::instance().find("cuda_wna16_fast");
+    ASSERT_TRUE(entry);
+    if (auto why = entry->can_implement(gpu_cfg)) FAIL() << "cannot implement " << gpu_cfg.describe() << ": " << *why;
+    auto kernel = entry->create(gpu_cfg);
+    kernel->prepare(gen.weights);
+    auto ref = MPKernelRegistry::instance().find("cpu_ref")->create(config_for(spec, DType::F32, Device::cpu(), 0));
+    ref->prepare(gen.weights);
+
+    const int64_t K = spec.K, N = spec.N;
+    const Tensor bias = Tensor::from_vector(testing::random_floats(N, spec.seed + 99), {N});
+    const Tensor bias_gpu = bias.to_device(gpu);
+    for (int64_t M : Ms) {
+      SCOPED_TRACE(fmt::format("M={}", M));
+      const bool with_bias = M % 2 == 1;
+      const Tensor x_act =
+          Tensor::from_vector(testing::random_floats(static_cast<size_t>(M * K), spec.seed * 31 + M), {M, K}).to(act);
+      const Tensor x_ref = x_act.to(DType::F32);
+      Tensor y_ref = Tensor::empty({M, N}, DType::F32);
+      ref->run(x_ref, y_ref, with_bias ? &bias : nullptr);
+
+      const Tensor x_gpu = x_act.to_device(gpu);
+      std::vector<float> nan(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
+      Tensor y_gpu = Tensor::from_vector(nan, {M, N}).to(act).to_device(gpu);
+      kernel->run(x_gpu, y_gpu, with_bias ? &bias_gpu : nullptr);
+      const std::vector<float> got = y_gpu.to_device(Device::cpu()).to_float_vector();
+      const std::vector<float> want = y_ref.to_float_vector();
+      const int64_t bad = testing::first_non_finite(got.data(), M * N);
+      ASSERT_EQ(bad, -1) << "element " << bad << " (row " << bad / N << ", column " << bad % N
+                         << ") not written or not finite";
+      EXPECT_LE(mean_relative_error(got, want), kHalfTolerance);
+    }
+  }
+
+  int capability_ = 0;
+};
+
+struct GridParam {
+  int bits;
+  int64_t group;
+  bool zp;
+  bool act;
+};
+
+class CudaWna16FastGrid : public CudaWna16FastTest, public ::testing::WithParamInterface<GridParam> {};
+
+// Every weight configuration in both act dtypes and every M of the list (K and N not multiples of
+// 256; M covers the GEMM's m-tiles of 8, 16, 32 and the cuBLAS path).
+TEST_P(CudaWna16FastGrid, MatchesReference) {
+  const auto p = GetParam();
+  const int index = p.bits * 100 + static_cast<int>(p.group) + p.zp * 2 + p.act;
+  Wna16Spec s;
+  s.bits = p.bits;
+  s.K = index % 2 ? 1152 : 480;  // divisible by 32, 96 and 160 / 96
+  const int64_t Ns[] = {200, 328, 203};
+  s.N = Ns[index % 3];
+  s.group_size = p.group;
+  if (p.group == 0) s.group_size = s.K == 1152 ? 96 : 160;  // a non-power-of-two divisor
+  s.zero_points = p.zp;
+  s.act_order = p.act;
+  s.seed = static_cast<uint64_t>(index + 17);
+  for (DType act : {DType::BF16, DType::F16}) check(s, act, {1, 3, 16, 17, 64, 129, 300});
+}
+
+std::vector<GridParam> grid() {
+  std::vector<GridParam> out;
+  for (int bits : {4, 8})
+    for (int64_t group : {-1, 32, 64, 128, 0})
+      for (bool zp : {false, true})
+        for (bool act : {false, true})
+          if (!(act && group == -1)) out.push_back({bits, group, zp, act});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaWna16FastAll, CudaWna16FastGrid, ::testing::ValuesIn(grid()),
+                         [](const ::testing::TestParamInfo<GridParam>& info) {
+                           const auto& p = info.param;
+                           return fmt::format("b{}_g{}_{}_{}", p.bits,
+                                              p.group < 0 ? std::string("ch") : p.group == 0 ? std::string("odd") : std::to_string(p.group),
+                                              p.zp ? "zp" : "sym", p.act ? "act" : "seq");
+                         });
+
+// Groups that are not multiples of 16 (padded rows), odd K and tiny or odd N; long K (split-K).
+TEST_F(CudaWna16FastTest, PaddedGroupsOddShapesAndSplitK) {
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 100, .N = 33, .group_size = 20, .zero_points = true, .act_order = true, .seed = 1},
+      {.bits = 4, .K = 100, .N = 33, .group_size = 20, .zero_points = false, .act_order = false, .seed = 2},
+      {.bits = 8, .K = 36, .N = 17, .group_size = 12, .zero_points = true, .act_order = true, .seed = 5},
+      {.bits = 8, .K = 7, .N = 1, .group_size = -1, .zero_points = false, .act_order = false, .seed = 6},
+      {.bits = 4, .K = 1, .N = 5, .group_size = -1, .zero_points = true, .act_order = false, .seed = 7},
+      {.bits = 4, .K = 4096, .N = 1000, .group_size = 128, .zero_points = true, .act_order = true, .seed = 10},
+      {.bits = 4, .K = 8192, .N = 520, .group_size = 128, .zero_points = false, .act_order = false, .seed = 11},
+      {.bits = 8, .K = 6144, .N = 300, .group_size = -1, .seed = 12},
+  };
+  for (const auto& s : specs) {
+    check(s, DType::BF16, {1, 5, 16, 40});
+    check(s, DType::F16, {2, 9});
+  }
+}
+
+// Both paths (GEMM, dequantize + cuBLAS) on every M: the run-time switch is read once, so this
+// test only covers what the default threshold selects; the grid covers both sides of it.
+TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
+  const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
+  const auto cfg = config_for(s, DType::BF16, Device::cuda(0), capability_);
+  auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CUDA, "auto", "mixed-precision linear", "l");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->name, "cuda_wna16_fast");
+}
+
+TEST_F(CudaWna16FastTest, WrongArgumentsAreRejected) {
+  const Wna16Spec s{.bits = 4, .K = 64, .N = 32, .group_size = 32, .seed = 5};
+  const auto gen = testing::random_wna16(s);
+  const auto cfg = config_for(s, DType::F16, Device::cuda(0), capability_);
+  auto kernel = MPKernelRegistry::instance().find("cuda_wna16_fast")->create(cfg);
+  kernel->prepare(gen.weights);
+  Tensor y = Tensor::zeros({2, 32}, DType::F16, Device::cuda(0));
+  Tensor x_wrong_k = Tensor::zeros({2, 63}, DType::F16, Device::cuda(0));
+  EXPECT_THROW(kernel->run(x_wrong_k, y, nullptr), Error);
+  Tensor x_wrong_dtype = Tensor::zeros({2, 64}, DType::BF16, Device::cuda(0));
+  EXPECT_THROW(kernel->run(x_wrong_dtype, y, nullptr), Error);
+}
+
+// ---- No GPU needed ----
+
+TEST(Wna16FastRegistry, CanImplementGivesReasons) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "built without the CUDA backend";
+  const auto* e = MPKernelRegistry::instance().find("cuda_wna16_fast");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->device, DeviceType::CUDA);
+  EXPECT_EQ(e->priority, 20);
+  const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
+  const auto ok = config_for(s, DType::BF16, Device::cuda(0), 90);
+  EXPECT_FALSE(e->can_implement(ok).has_value());
+  auto expect_reason = [&](MPLinearLayerConfig c, const std::string& fragment) {
+    const auto why = e->can_implement(c);
+    ASSERT_TRUE(why.has_value()) << c.describe();
+    EXPECT_NE(why->find(fragment), std::string::npos) << *why;
+  };
+  auto c = ok;
+  c.device = Device::cpu();
+  expect_reason(c, "CUDA only");
+  c = ok;
+  c.capability = 75;
+  expect_reason(c, "capability");
+  for (int bits : {2, 3}) {
+    c = ok;
+    c.weight_type = PackedIntType{bits, 1 << (bits - 1)};
+    expect_reason(c, "bits");
+  }
+  c = ok;
+  c.act_dtype = DType::F32;
+  expect_reason(c, "activation dtype");
+  c = ok;
+  c.group_size = 0;
+  expect_reason(c, "group size");
+  // What cuda_wna16_fast refuses, cuda_wna16 takes.
+  c = ok;
+  c.act_dtype = DType::F32;
+  auto [entry, sel] = MPKernelRegistry::instance().select(c, DeviceType::CUDA, "cuda", "mixed-precision linear", "l");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->name, "cuda_wna16");
+}
+
+TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {
+  for (bool bf16 : {false, true})
+    for (float v : {0.0f, 1.0f, -2.5f, 0.0123f, 1024.0f, 143.0f, 255.0f, 1279.0f, 3.0e-6f, 60000.0f}) {
+      const float r = wna16_fast_from_half_bits(wna16_fast_to_half_bits(v, bf16), bf16);
+      EXPECT_LE(std::fabs(r - v), std::fabs(v) * (bf16 ? 1.0 / 256 : 1.0 / 2048) + (bf16 ? 0 : 6e-8)) << v;
+    }
+  EXPECT_EQ(wna16_fast_to_half_bits(1.0f, false), 0x3C00);
+  EXPECT_EQ(wna16_fast_to_half_bits(1.0f, true), 0x3F80);
+  EXPECT_EQ(wna16_fast_to_half_bits(1024.0f + 255.0f, false), 0x64FF);
+}
+
+// Unpacking the layout on the host gives back every code, zero and (act-dtype rounded) scale of the
+// standard form, every input row exactly once, and groups on whole k-tiles.
+TEST(Wna16FastLayout, RepackedWeightsMatchStandardForm) {
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 384, .N = 203, .group_size = 128, .zero_points = true, .act_order = false, .seed = 1},
+      {.bits = 4, .K = 100, .N = 33, .group_size = 20, .zero_points = true, .act_order = true, .seed = 2},
+      {.bits = 4, .K = 480, .N = 70, .group_size = 160, .zero_points = false, .act_order = true, .seed = 3},
+      {.bits = 4, .K = 101, .N = 65, .group_size = -1, .zero_points = false, .act_order = false, .seed = 4},
+      {.bits = 8, .K = 36, .N = 17, .group_size = 12, .zero_points = true, .act_order = true, .seed = 6},
+      {.bits = 8, .K = 256, .N = 130, .group_size = 32, .zero_points = false, .act_order = false, .seed = 7},
+      {.bits = 8, .K = 192, .N = 64, .group_size = 96, .zero_points = true, .act_order = false, .seed = 8},
+  };
+  for (const auto& s : specs)
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} bf16={}", spec_str(s), bf16));
+      const auto gen = testing::random_wna16(s);
+      const auto& w = gen.weights;
+      const Wna16FastLayout L = pack_wna16_fast(w, bf16);
+      ASSERT_EQ(L.rows % 16, 0);
+      ASSERT_EQ(L.rows, L.groups * L.rows_per_group);
+      ASSERT_EQ(L.N_pad % 64, 0);
+      ASSERT_EQ(L.codes.size(), static_cast<size_t>(L.N_pad * L.rows * s.bits / 32));
+      const int32_t* g_idx = w.g_idx.defined() ? w.g_idx.data<int32_t>() : nullptr;
+      const int64_t gs = s.group_size < 0 ? s.K : s.group_size;
+      const int32_t* q = w.qweight.data<int32_t>();
+      const float* sc = w.scales.data<float>();
+      const int32_t* zr = w.zeros.defined() ? w.zeros.data<int32_t>() : nullptr;
+      std::vector<int> seen(static_cast<size_t>(s.K), 0);
+      for (int64_t j = 0; j < L.rows; ++j) {
+        const int32_t r = L.row_source[j];
+        if (r < 0) continue;
+        ++seen[r];
+        const int64_t g = g_idx ? g_idx[r] : r / gs;
+        ASSERT_EQ(j / L.rows_per_group, g) << "row " << j;
+        for (int64_t n = 0; n < s.N; ++n) {
+          const int64_t bit = r * s.bits;
+          const uint32_t want = (static_cast<uint32_t>(q[(bit / 32) * s.N + n]) >> (bit % 32)) & ((1u << s.bits) - 1u);
+          ASSERT_EQ(wna16_fast_code(L, j, n), want) << "row " << j << " column " << n;
+        }
+      }
+      for (int64_t k = 0; k < s.K; ++k) ASSERT_EQ(seen[k], 1) << "input row " << k;
+      for (int64_t g = 0; g < L.groups; ++g)
+        for (int64_t n = 0; n < L.N_pad; ++n) {
+          if (n >= s.N) {
+            ASSERT_EQ(wna16_fast_scale(L, g, n), 0.0f);
+            continue;
+          }
+          const float want_s = wna16_fast_from_half_bits(wna16_fast_to_half_bits(sc[g * s.N + n], bf16), bf16);
+          ASSERT_EQ(wna16_fast_scale(L, g, n), want_s) << "group " << g << " column " << n;
+          ASSERT_EQ(wna16_fast_zero(L, g, n), zr ? zr[g * s.N + n] : w.weight_type.bias) << "group " << g << " column " << n;
+        }
+      // The scale rounding is the only loss: relative error within half an ulp of the act dtype.
+      for (int64_t i = 0; i < std::min<int64_t>(s.N, 16); ++i) {
+        const float a = sc[i], b = wna16_fast_scale(L, 0, i);
+        EXPECT_LE(std::fabs(a - b), std::fabs(a) * (bf16 ? 1.0 / 256 : 1.0 / 2048));
+      }
+    }
+}
+
+}  // namespace
+}  // namespace qlm
