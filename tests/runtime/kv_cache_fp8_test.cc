@@ -80,12 +80,13 @@ double ref_decode(KvDType d, uint8_t code) {
   return sign * std::ldexp(1.0 + std::ldexp(man, -f.man_bits), exp - f.bias);
 }
 
-// The nearest finite code (ties to the even code), the sign kept; NaN -> the format's NaN with the
-// sign; beyond the largest finite value (infinities too) -> the largest finite value.
+// The nearest finite code (ties to the even code), the sign kept; NaN -> the format's positive NaN
+// (the cache does not keep a NaN's sign); beyond the largest finite value (infinities too) -> the
+// largest finite value.
 uint8_t ref_encode(KvDType d, float y) {
   const Fp8Format f = format_of(d);
   const uint8_t sign = std::signbit(y) ? 0x80 : 0x00;
-  if (std::isnan(y)) return static_cast<uint8_t>(sign | (d == KvDType::F8E4M3 ? 0x7f : 0x7e));
+  if (std::isnan(y)) return d == KvDType::F8E4M3 ? 0x7f : 0x7e;
   const double mag = std::fabs(static_cast<double>(y));
   if (mag >= ref_decode(d, f.max_code)) return static_cast<uint8_t>(sign | f.max_code);  // saturates
   uint8_t best = 0;

@@ -65,12 +65,18 @@ void encode_n(KvDType dtype, float scale, const float* src, std::byte* dst, int6
     }
     case KvDType::F8E4M3: {
       uint8_t* d = reinterpret_cast<uint8_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_e4m3(src[i] / scale);  // saturates to ±448
+      for (int64_t i = 0; i < n; ++i) {
+        const float q = src[i] / scale;
+        d[i] = std::isnan(q) ? kKvNanE4M3 : f32_to_e4m3(q);  // saturates to ±448
+      }
       return;
     }
     case KvDType::F8E5M2: {
       uint8_t* d = reinterpret_cast<uint8_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_e5m2(src[i] / scale, /*saturate=*/true);
+      for (int64_t i = 0; i < n; ++i) {
+        const float q = src[i] / scale;
+        d[i] = std::isnan(q) ? kKvNanE5M2 : f32_to_e5m2(q, /*saturate=*/true);  // saturates to ±57344
+      }
       return;
     }
   }

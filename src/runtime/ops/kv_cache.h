@@ -3,7 +3,8 @@
 //
 // Storage dtypes: F32 (default, exact), F16 and BF16 (rounded to nearest even on write), and fp8
 // F8E4M3 (e4m3fn, saturating to ±448) / F8E5M2 (saturating to ±57344), rounded to nearest even with
-// the exact conversions of core/float_convert.h (FORMATS.md §7). Values are stored as x / scale
+// the exact conversions of core/float_convert.h (FORMATS.md §7); a NaN is stored as the positive
+// NaN code (0x7F / 0x7E) whatever its sign, as a GPU's division does not keep a NaN's sign. Values are stored as x / scale
 // (an IEEE division, not a reciprocal product) and read as stored · scale, with k and v scales per
 // layer and kv head (1 unless set; the model hands over the checkpoint's scales from the KV-cache
 // method, src/quant/kv_cache). The switches over KvDType have no default, so a new dtype fails to
@@ -25,6 +26,7 @@ enum class KvDType : uint8_t { F32, F16, BF16, F8E4M3, F8E5M2 };
 const char* kv_dtype_name(KvDType dtype);
 size_t kv_dtype_size(KvDType dtype);
 bool kv_dtype_is_fp8(KvDType dtype);
+inline constexpr uint8_t kKvNanE4M3 = 0x7f, kKvNanE5M2 = 0x7e;  // the NaN codes the fp8 caches store
 
 // One element, exactly as the cache stores it: encode(x, scale) = code of x / scale (F32: the
 // quotient itself), decode(code) · scale reads it back. `out` / `in` point at kv_dtype_size bytes.

@@ -106,13 +106,18 @@ template <>
 struct Elem<ElemType::F8E4M3> {
   using type = uint8_t;
   static __device__ __forceinline__ float load(const uint8_t* p, int64_t i) { return fp8::e4m3_to_f32(p[i]); }
-  static __device__ __forceinline__ void store(uint8_t* p, int64_t i, float x) { p[i] = fp8::f32_to_e4m3(x); }
+  // A NaN is stored as the positive NaN code, as ops::KvCache does.
+  static __device__ __forceinline__ void store(uint8_t* p, int64_t i, float x) {
+    p[i] = isnan(x) ? uint8_t{0x7f} : fp8::f32_to_e4m3(x);
+  }
 };
 template <>
 struct Elem<ElemType::F8E5M2> {
   using type = uint8_t;
   static __device__ __forceinline__ float load(const uint8_t* p, int64_t i) { return fp8::e5m2_to_f32(p[i]); }
-  static __device__ __forceinline__ void store(uint8_t* p, int64_t i, float x) { p[i] = fp8::f32_to_e5m2(x); }
+  static __device__ __forceinline__ void store(uint8_t* p, int64_t i, float x) {
+    p[i] = isnan(x) ? uint8_t{0x7e} : fp8::f32_to_e5m2(x);
+  }
 };
 
 template <ElemType T>
