@@ -29,9 +29,10 @@ cp -a "$BUILD_DIR"/qlm "$BUILD_DIR"/libqlm.so* "$stage/$BUILD_DIR/"
 cp -a "$BUILD_DIR"/tests/qlm_tests "$stage/$BUILD_DIR/tests/"
 find "$BUILD_DIR/examples" -name '*.so' -exec cp -a --parents {} "$stage/" \;
 binaries=("$BUILD_DIR/qlm" "$BUILD_DIR/libqlm.so" "$BUILD_DIR/tests/qlm_tests")
-# Shared libraries to carry: everything resolved except the C library, the GCC runtime and CUDA.
+# Shared libraries to carry: everything resolved except the C library, the GCC runtime, CUDA and
+# NCCL (the GPU machine's PyTorch brings libnccl.so.2; device_env.sh puts it on the library path).
 ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libqlm)\.so|/libcu[A-Za-z]*\.so|/libnv' |
+  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libqlm|libnccl)\.so|/libcu[A-Za-z]*\.so|/libnv' |
   while read -r lib; do cp -L "$lib" "$stage/.device-lib/"; done
 BUNDLE_DIR=${BUNDLE_DIR:-.device}
 mkdir -p "$BUNDLE_DIR"

@@ -23,7 +23,6 @@ Tensor upload_f32(const std::vector<float>& values, Device device) {
 
 void DecoderModel::finish_load_device() {
   const Device device = options_.ctx.device;
-  QLM_CHECK(options_.tp.size == 1);  // Model::load admits tp 1 on CUDA (no device all-reduce yet)
   device_embedding_ = embedding_.to_device(device);
   device_final_norm_ = upload_f32(final_norm_, device);
   device_norms_.resize(blocks_.size());
@@ -80,7 +79,8 @@ Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<c
   device_cache_->commit(T);
 
   const int64_t rows = all_logits ? T : 1;
-  const Tensor logits = lm_head_->forward(ops::cu::rms_norm(x, T - rows, rows, device_final_norm_, eps, act));
+  Tensor logits = lm_head_->forward(ops::cu::rms_norm(x, T - rows, rows, device_final_norm_, eps, act));
+  if (gather_logits_) logits = options_.tp.comm->all_gather(logits, 1);  // vocab-split lm_head (NCCL)
   return ops::cu::to_f32(logits).to_device(Device::cpu());
 }
 

@@ -11,6 +11,7 @@
 #include "models/architecture.h"
 #include "models/decoder_model.h"
 #include "parallel/communicator.h"
+#include "parallel/nccl_comm.h"
 #include "quant/quantization_config.h"
 #include "quant/unquantized.h"
 #include "runtime/kv_cache_scales.h"
@@ -21,7 +22,8 @@ namespace qlm::runtime {
 struct Model::Impl {
   models::ModelConfig config;
   std::unique_ptr<QuantizationConfig> quant;
-  std::unique_ptr<LocalCommGroup> group;  // tp > 1 only
+  std::unique_ptr<LocalCommGroup> group;  // tp > 1 on the CPU: in-process ranks
+  std::vector<std::unique_ptr<Communicator>> gpu_comms;  // tp > 1 on CUDA: one NCCL rank per GPU
   std::vector<std::unique_ptr<models::DecoderModel>> ranks;
 };
 
@@ -41,7 +43,8 @@ uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& ra
   return total;
 }
 
-// A CUDA device must exist, and runs one rank until the device all-reduce (NCCL) lands.
+// A CUDA device must exist; tensor parallelism on CUDA takes one GPU per rank (cuda:i .. cuda:i+tp-1)
+// and NCCL.
 void check_device(const ModelOptions& options, const std::filesystem::path& model_dir) {
   if (options.device.is_cpu()) return;
   const ErrorContext where{.file = model_dir.string(), .tensor = {}, .layer = {}};
@@ -54,10 +57,14 @@ void check_device(const ModelOptions& options, const std::filesystem::path& mode
          count == 0 ? "check the driver and that a GPU is visible (nvidia-smi), or use --device cpu"
                     : fmt::format("use --device cuda:0 .. cuda:{}, or --device cpu", count - 1),
          "{} was requested but {} CUDA device(s) are visible", options.device.str(), count);
-  if (options.tp != 1)
-    fail("model.tp", where, "use --tp 1 with --device cuda, or --device cpu for in-process tensor parallelism",
-         "tensor-parallel size {} on {}: multi-GPU tensor parallelism is not available yet", options.tp,
-         options.device.str());
+  if (options.tp == 1) return;
+  if (!nccl_available())
+    fail("model.tp", where, "use --tp 1 with --device cuda, or rebuild with NCCL installed",
+         "tensor-parallel size {} on {} needs NCCL, which this qlm was built without", options.tp, options.device.str());
+  if (static_cast<size_t>(options.device.index + options.tp) > count)
+    fail("model.tp", where, fmt::format("use --tp {} or less on this machine, or --device cpu", count - options.device.index),
+         "tensor-parallel size {} on CUDA needs one GPU per rank (cuda:{} .. cuda:{}) but {} CUDA device(s) are visible",
+         options.tp, options.device.index, options.device.index + options.tp - 1, count);
 }
 
 // The format must run on this GPU generation and with these activations.
@@ -123,7 +130,23 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
       fail("model.tp", {.file = hf.raw.source(), .tensor = {}, .layer = {}},
            "choose a tensor-parallel size that divides it", "{} = {} is not divisible by the tensor-parallel size {}",
            what, n, tp);
-  if (tp > 1) m.group = std::make_unique<LocalCommGroup>(tp);
+  auto rank_device = [&](int r) {
+    return options.device.is_cpu() ? options.device : Device::cuda(options.device.index + r);
+  };
+  if (tp > 1 && options.device.is_cpu()) m.group = std::make_unique<LocalCommGroup>(tp);
+  if (tp > 1 && !options.device.is_cpu()) {
+    // Every rank joins the NCCL group at once (ncclCommInitRank waits for all of them).
+    const NcclId id = make_nccl_id();
+    m.gpu_comms.resize(static_cast<size_t>(tp));
+    run_on_ranks(tp, [&](int r) {
+      m.gpu_comms[static_cast<size_t>(r)] = make_nccl_communicator(id, r, tp, rank_device(r).index);
+    });
+  }
+  auto tp_context = [&](int r) -> TpContext {
+    if (tp == 1) return {};
+    if (m.group) return m.group->context(r);
+    return {.rank = r, .size = tp, .comm = m.gpu_comms[static_cast<size_t>(r)].get()};
+  };
   const int capability = options.device.is_cpu() ? 0 : cuda_capability(options.device.index);
   if (m.quant) check_quant_on_device(*m.quant, options.device, capability, act_dtype);
   // The kernels hold their own (repacked) copies: the checkpoint-layout parameters are freed once
@@ -138,8 +161,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   check_kv_cache_dtype(kv_choice, m.quant.get());
   const ops::KvDType kv_storage = kv_storage_dtype(kv_choice, act_dtype);
   for (int r = 0; r < tp; ++r) {
-    const models::RankOptions rank{.quant = m.quant.get(), .ctx = ctx,
-                                   .tp = tp > 1 ? m.group->context(r) : TpContext{}, .kv = {.dtype = kv_storage}};
+    QuantContext rank_ctx = ctx;
+    rank_ctx.device = rank_device(r);
+    if (!rank_ctx.device.is_cpu()) rank_ctx.capability = cuda_capability(rank_ctx.device.index);
+    const models::RankOptions rank{.quant = m.quant.get(), .ctx = rank_ctx, .tp = tp_context(r),
+                                   .kv = {.dtype = kv_storage}};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
   const ScaleShapeLookup shape_of = [&checkpoint](const std::string& name) -> std::optional<Shape> {

@@ -18,6 +18,7 @@
 
 #include "cuda/device.h"
 #include "models/model_fixtures.h"
+#include "parallel/nccl_comm.h"
 #include "runtime/generation.h"
 #include "runtime/model.h"
 #include "runtime/sampling.h"
@@ -213,12 +214,27 @@ TEST(CudaModelTest, DecodeStepByStepEqualsPrefill) {
     }
 }
 
-TEST(CudaModelTest, TensorParallelIsRefused) {
+TEST(CudaModelTest, TensorParallelNeedsOneGpuPerRank) {
   SKIP_WITHOUT_GPU();
   runtime::ModelOptions o = cuda_options(DType::BF16);
-  o.tp = 2;
+  o.tp = static_cast<int>(cuda_devices().size()) + 1;
   EXPECT_QLM_ERROR(runtime::Model::load(testing::model_fixture_root() / "llama-gqa", o), "model.tp",
-                   "multi-GPU tensor parallelism is not available yet");
+                   nccl_available() ? "one GPU per rank" : "needs NCCL");
+}
+
+// TP over NCCL, one GPU per rank: logits equal one GPU's (F32 activations). Needs >= 2 GPUs.
+TEST(CudaModelTest, TensorParallelOverNcclMatchesOneGpu) {
+  SKIP_WITHOUT_GPU();
+  if (cuda_devices().size() < 2 || !nccl_available()) GTEST_SKIP() << "needs 2 GPUs and NCCL";
+  for (const char* name : {"llama-gqa", "qwen2-bias-tied-gptq", "llama-gqa-awq", "qwen3-qknorm-ct-w4a16"}) {
+    const ModelFixture f = testing::load_model_fixture(name);
+    auto one = runtime::Model::load(f.dir, cuda_options(DType::F32));
+    runtime::ModelOptions o = cuda_options(DType::F32);
+    o.tp = 2;
+    auto two = runtime::Model::load(f.dir, o);
+    ASSERT_EQ(two->tp(), 2);
+    expect_close_to_cpu(f.name + " tp 2 vs tp 1 on cuda", two->forward(f.tokens), one->forward(f.tokens), 1e-5, 0);
+  }
 }
 
 TEST(CudaModelTest, MissingDeviceIndexIsRefused) {
