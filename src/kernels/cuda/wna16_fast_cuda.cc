@@ -21,7 +21,7 @@ namespace qlm {
 namespace {
 
 // M at and above which dequantize + cuBLAS runs (override: QLM_W4FAST_CUBLAS_MIN_M).
-constexpr int64_t kCublasMinM = 128;
+constexpr int64_t kCublasMinM = 48;
 
 int64_t cublas_min_m() {
   static const int64_t v = [] {
