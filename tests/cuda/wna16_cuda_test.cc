@@ -202,12 +202,19 @@ TEST_F(CudaWna16Test, SplitKGemv) {
   check({.bits = 3, .K = 5120, .N = 520, .group_size = 128, .zero_points = true, .seed = 12}, DType::F16, {2, 7});
 }
 
+// 4/8-bit BF16/F16 layers go to cuda_wna16_fast on capability >= 80; cuda_wna16 takes the rest
+// (2/3-bit, F32 activations).
 TEST_F(CudaWna16Test, SelectedForCudaLayers) {
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
-  const auto cfg = config_for(s, DType::BF16, Device::cuda(0), capability_);
-  auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CUDA, "auto", "mixed-precision linear", "l");
-  ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->name, "cuda_wna16");
+  auto [fast, fast_sel] = MPKernelRegistry::instance().select(config_for(s, DType::BF16, Device::cuda(0), capability_),
+                                                              DeviceType::CUDA, "auto", "mixed-precision linear", "l");
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(fast->name, capability_ >= 80 ? "cuda_wna16_fast" : "cuda_wna16");
+  const Wna16Spec s3{.bits = 3, .K = 4096, .N = 1024, .group_size = 128};
+  auto [slow, slow_sel] = MPKernelRegistry::instance().select(config_for(s3, DType::BF16, Device::cuda(0), capability_),
+                                                              DeviceType::CUDA, "auto", "mixed-precision linear", "l");
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->name, "cuda_wna16");
 }
 
 TEST_F(CudaWna16Test, WrongArgumentsAreRejected) {
