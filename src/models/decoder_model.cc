@@ -92,12 +92,16 @@ void DecoderModel::declare(const TensorDtypeLookup& dtypes) {
     qkv.shard_prefixes = {attn + "q_proj", attn + "k_proj", attn + "v_proj"};
     b.qkv = add_linear(std::move(qkv));
     b.o = add_linear(linear_spec(attn + "o_proj", LinearKind::Row, c.num_heads * c.head_dim, c.hidden_size, c.o_bias));
-    LinearSpec gate_up = linear_spec(mlp + "gate_up_proj", LinearKind::MergedColumn, c.hidden_size, 0, c.mlp_bias);
-    gate_up.output_sizes = {c.intermediate_size, c.intermediate_size};
-    gate_up.shard_prefixes = {mlp + "gate_proj", mlp + "up_proj"};
-    b.gate_up = add_linear(std::move(gate_up));
-    b.down = add_linear(
-        linear_spec(mlp + "down_proj", LinearKind::Row, c.intermediate_size, c.hidden_size, c.mlp_bias));
+    if (c.moe.is_sparse(i)) {
+      b.moe = std::make_unique<MoEBlock>(c, i, options_.quant, options_.ctx, options_.tp, dtypes, modules_);
+    } else {
+      LinearSpec gate_up = linear_spec(mlp + "gate_up_proj", LinearKind::MergedColumn, c.hidden_size, 0, c.mlp_bias);
+      gate_up.output_sizes = {c.intermediate_size, c.intermediate_size};
+      gate_up.shard_prefixes = {mlp + "gate_proj", mlp + "up_proj"};
+      b.gate_up = add_linear(std::move(gate_up));
+      b.down = add_linear(
+          linear_spec(mlp + "down_proj", LinearKind::Row, c.intermediate_size, c.hidden_size, c.mlp_bias));
+    }
     for (const char* norm : {".input_layernorm.weight", ".post_attention_layernorm.weight"})
       modules_.add_dense(p + norm, {c.hidden_size}, dense_dtype(p + norm));
     if (c.qk_norm)
@@ -174,6 +178,7 @@ void DecoderModel::finish_load() {
     const std::string p = layer_prefix(static_cast<int64_t>(i));
     b.input_norm = to_f32_vector(modules_.dense(p + ".input_layernorm.weight"));
     b.post_norm = to_f32_vector(modules_.dense(p + ".post_attention_layernorm.weight"));
+    if (b.moe) b.moe->finish_load();
     if (config_.qk_norm) {
       b.q_norm = to_f32_vector(modules_.dense(p + ".self_attn.q_norm.weight"));
       b.k_norm = to_f32_vector(modules_.dense(p + ".self_attn.k_norm.weight"));
@@ -239,6 +244,10 @@ void DecoderModel::attention_block(int64_t layer, Tensor& x, const Tensor& h, in
 }
 
 void DecoderModel::mlp_block(Block& b, Tensor& x, const Tensor& h) {
+  if (b.moe) {
+    add_in_place(x, b.moe->forward(h));
+    return;
+  }
   Tensor gate_up = b.gate_up->forward(h);
   const int64_t T = h.size(0), width = gate_up.size(1) / 2;
   Tensor act = Tensor::empty({T, width}, DType::F32);

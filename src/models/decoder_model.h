@@ -20,6 +20,7 @@
 #include "loader/loader.h"
 #include "loader/module_set.h"
 #include "models/model_config.h"
+#include "models/moe_block.h"
 #include "runtime/ops/cuda/device_kv_cache.h"
 #include "runtime/ops/kv_cache.h"
 
@@ -79,6 +80,7 @@ class DecoderModel {
     LinearLayer* o = nullptr;
     LinearLayer* gate_up = nullptr;
     LinearLayer* down = nullptr;
+    std::unique_ptr<MoEBlock> moe;  // routed experts instead of gate_up/down (ModelConfig::moe)
     std::vector<float> input_norm, post_norm, q_norm, k_norm;
   };
   void declare(const TensorDtypeLookup& dtypes);

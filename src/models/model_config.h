@@ -9,6 +9,7 @@
 
 #include "config/hf_config.h"
 #include "core/dtype.h"
+#include "models/moe_config.h"
 #include "runtime/ops/rope.h"
 
 namespace qlm::models {
@@ -34,6 +35,8 @@ struct ModelConfig {
   // torch_dtype/dtype of config.json (F32 when absent): the dtype of dense tensors when the
   // checkpoint itself does not say.
   DType dtype = DType::F32;
+  // Routed-expert MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE); disabled for dense models.
+  MoEConfig moe;
 };
 
 // The fields shared by every Llama-family architecture: sizes, eps (default `default_eps`), rope

@@ -61,12 +61,27 @@ class LinearMethod {
   virtual bool uses_meta_device() const { return false; }
 };
 
-// Later issues implement these; declared here so configs can answer for every layer kind.
+// Fused mixture-of-experts (layers/fused_moe.h, FORMATS.md §8). The default of every config is the
+// expertwise method (quant/moe_method.h): each expert's w13 (gate|up) and w2 (down) get their linear
+// method from get_linear_method on the expert's checkpoint names, so ignore lists and per-module
+// overrides apply to experts exactly as to linear layers. A config overrides get_moe_method to
+// refuse (at config time, naming the field) what it cannot serve.
+class FusedMoE;
+struct MoERouting;
 class MoEMethod {
  public:
   virtual ~MoEMethod() = default;
   virtual std::string name() const = 0;
+  // Declares every local expert's parameters in the checkpoint's layout (loaded by expert id and
+  // shard id) on `layer` and chooses the MoE kernel; no weight bytes are needed for either.
+  virtual void create_weights(FusedMoE& layer) = 0;
+  // Runs once every expert's tensors arrived and its projections are finalized.
+  virtual void process_weights_after_loading(FusedMoE& layer) = 0;
+  // This rank's partial output [T, H] (before the tensor-parallel reduction) for x [T, H] (F32 host).
+  virtual Tensor apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) = 0;
+  virtual std::string describe() const = 0;
 };
+// Later issues implement this; declared here so configs can answer for every layer kind.
 class KVCacheMethod {
  public:
   virtual ~KVCacheMethod() = default;

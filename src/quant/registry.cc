@@ -4,12 +4,13 @@
 #include <cctype>
 #include <iostream>
 
+#include "quant/moe_method.h"
 #include "quant/quantization_config.h"
 
 namespace qlm {
 
 std::unique_ptr<MoEMethod> QuantizationConfig::get_moe_method(const LayerInfo&, const QuantContext&) const {
-  return nullptr;
+  return make_expertwise_moe_method(this);
 }
 std::unique_ptr<KVCacheMethod> QuantizationConfig::get_kv_cache_method(const LayerInfo&, const QuantContext&) const {
   return nullptr;

@@ -37,7 +37,8 @@ TEST(Architectures, UnknownListsSupported) {
   testing::TempDir dir;
   copy_fixture(dir, "llama-gqa", [](nlohmann::json& c) { c["architectures"] = {"GPTNeoXForCausalLM"}; });
   EXPECT_QLM_ERROR(runtime::Model::load(dir.path()), "model.unknown_architecture",
-                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM");
+                   "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, "
+                   "Qwen3ForCausalLM, Qwen3MoeForCausalLM");
 }
 
 TEST(Architectures, ConfigFeaturesResolved) {

@@ -1,0 +1,40 @@
+// The mixture-of-experts MLP of one decoder layer: the router (an unquantized replicated linear
+// "<block>.gate", as vLLM builds it), the FusedMoE experts, and for Qwen2-MoE the shared expert
+// ("<block>.shared_expert.{gate,up,down}_proj", quantized like any MLP) scaled per token by
+// sigmoid("<block>.shared_expert_gate" · x). The routed and shared partial outputs are summed before
+// the one tensor-parallel reduction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "layers/fused_moe.h"
+#include "loader/module_set.h"
+#include "models/model_config.h"
+
+namespace qlm::models {
+
+class MoEBlock {
+ public:
+  using DtypeLookup = std::function<std::optional<DType>(std::string_view name)>;
+  // Declares the router, experts and shared expert of layer `layer` into `modules`.
+  MoEBlock(const ModelConfig& config, int64_t layer, const QuantizationConfig* quant, const QuantContext& ctx,
+           TpContext tp, const DtypeLookup& dtypes, ModuleSet& modules);
+  // After the loader finalized every projection.
+  void finish_load() { experts_->finalize(); }
+  // h [T, H] (normalised hidden states) -> the MLP output [T, H], reduced over ranks.
+  Tensor forward(const Tensor& h);
+  FusedMoE& experts() { return *experts_; }
+
+ private:
+  TpContext tp_;
+  LinearLayer* router_ = nullptr;
+  std::unique_ptr<FusedMoE> experts_;
+  LinearLayer* shared_gate_up_ = nullptr;
+  LinearLayer* shared_down_ = nullptr;
+  LinearLayer* shared_gate_ = nullptr;
+};
+
+}  // namespace qlm::models
