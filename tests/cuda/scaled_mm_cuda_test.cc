@@ -347,7 +347,10 @@ TEST(ScaledMMCudaRegistry, SelectionPrefersCublasLt) {
     return reg.select(make_config(v, N, K, DType::BF16, Device::cuda(0), 90), DeviceType::CUDA, "auto", "scaled-mm",
                       "L").second.chosen;
   };
+  // cuda_scaled_mm_fp8_fast (priority 5) goes first where it can; K not a multiple of 256: cuBLASLt.
   EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4096),
+            "cuda_scaled_mm_fp8_fast");
+  EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4112),
             "cuda_scaled_mm_fp8_lt");
   EXPECT_EQ(chosen({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4096),
             "cuda_scaled_mm_int8_lt");

@@ -1,0 +1,244 @@
+// `cuda_scaled_mm_fp8_fast`: FP8 e4m3 W8A8 (tensor or channel weight scales; static / dynamic
+// per-tensor or dynamic per-token activations) tuned for decoding-sized M, tried before
+// cuda_scaled_mm_fp8_lt.
+//
+// Run-time rule: M <= max_m (16; QLM_FP8_FAST_MAX_M overrides it, read in prepare) runs our
+// weight-streaming tensor-core kernel (scaled_mm_fp8_fast_kernels.h): activation quantizer, then
+// one GEMM launch over an N x K-slice grid (plus a small reduction when K is split). Larger M,
+// where the GEMM is compute-bound and cuBLASLt's Hopper kernels are at their best, runs the
+// cuBLASLt FP8 GEMM with outer-vector scales on the same weight copy (as cuda_scaled_mm_fp8_lt
+// does), after our vectorised quantizer. Shapes: K_p a multiple of 256, N_p of 16.
+// Why 16: mma.sync e4m3 on the H200 measured about 170 TFLOP/s in this kernel (64 tokens,
+// 8192x57344: 349 us), so past 16 tokens the kernel is bound by MMA issue, not by the weight
+// stream; at 32 tokens it was already slower than cuBLASLt at 64 on every Llama shape measured
+// (docs/fp8-kernel-notes.md).
+#ifdef QLM_WITH_CUDA
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "cuda/context.h"
+#include "cuda/cuda_check.h"
+#include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/dense_cuda_args.h"
+#include "kernels/cuda/dense_lt_gemm.h"
+#include "kernels/cuda/scaled_mm_cuda_common.h"
+#include "kernels/cuda/scaled_mm_epilogue.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#include "kernels/scaled_mm.h"
+
+namespace qlm {
+namespace {
+
+constexpr int64_t kDefaultMaxM = 16;
+
+std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
+  if (auto r = cuda_scaled_mm_base_reason(c, 89, "FP8 e4m3 mma.sync")) return r;
+  if (c.weight_type != W8Type::Fp8E4M3) return std::string("FP8 e4m3 weights only");
+  if (c.weight_scale != WeightScaleKind::Tensor && c.weight_scale != WeightScaleKind::Channel)
+    return fmt::format("weight scales must be per tensor or per channel, not {}", weight_scale_kind_name(c.weight_scale));
+  if (c.act != ActScheme::StaticTensor && c.act != ActScheme::DynamicTensor && c.act != ActScheme::DynamicToken)
+    return fmt::format("activations must be quantized per tensor or per token, not {}", act_scheme_name(c.act));
+  if (c.act_dtype != DType::BF16 && c.act_dtype != DType::F16 && c.act_dtype != DType::F32)
+    return fmt::format("activations must be BF16, F16 or F32, not {}", dtype_name(c.act_dtype));
+  if (c.K_p % cuda::kFp8FastStepK != 0 || c.N_p % 16 != 0)
+    return fmt::format("needs K_p a multiple of {} and N_p a multiple of 16; K_p={} N_p={}", cuda::kFp8FastStepK, c.K_p,
+                       c.N_p);
+  return std::nullopt;
+}
+
+cudaDataType_t cuda_data_type(DType d) {
+  return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+class ScaledMMFp8FastKernel final : public ScaledMMKernel {
+ public:
+  explicit ScaledMMFp8FastKernel(const ScaledMMConfig& c) : c_(c) {}
+  std::string name() const override { return "cuda_scaled_mm_fp8_fast"; }
+
+  void prepare(ScaledMMWeights w) override {
+    w_ = upload_scaled_mm_weights(c_, w);
+    if (const char* env = std::getenv("QLM_FP8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
+    // Tuning / diagnosis: QLM_FP8_FAST_SPLITS forces the K split (clamped), QLM_FP8_FAST_PDL=0
+    // turns programmatic dependent launch off.
+    if (const char* env = std::getenv("QLM_FP8_FAST_SPLITS")) force_splits_ = std::max(0, std::atoi(env));
+    const char* pdl = std::getenv("QLM_FP8_FAST_PDL");
+    pdl_ = c_.capability >= 90 && !(pdl && std::string(pdl) == "0");
+    for (int i = 0; i < 4; ++i) {
+      int blocks = 0;
+      QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, &blocks));
+      occupancy_[i] = std::max(1, blocks);
+    }
+    // cuBLASLt for large M: one weight scale per row, per-token scales as outer vectors.
+    row_scales_ = w_.scales;
+    if (c_.weight_scale == WeightScaleKind::Tensor)
+      row_scales_ = Tensor::from_vector(std::vector<float>(static_cast<size_t>(c_.N_p), w.weight_scale.data<float>()[0]),
+                                        {c_.N_p})
+                        .to_device(c_.device);
+    cuda::LtGemmSpec spec;
+    spec.a_type = spec.b_type = CUDA_R_8F_E4M3;
+    spec.d_type = cuda_data_type(c_.act_dtype);
+    spec.compute = CUBLAS_COMPUTE_32F;
+    spec.N = c_.N_p;
+    spec.K = c_.K_p;
+    spec.outer_vec_scales = true;
+    spec.what = "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M)";
+    gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+    spec.outer_vec_scales = false;
+    spec.d_type = CUDA_R_32F;
+    spec.what = "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M, F32 output)";
+    gemm_f32_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+  }
+
+  void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
+    const int64_t M =
+        check_cuda_linear_args("cuda_scaled_mm_fp8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
+    if (M == 0) return;
+    const CudaActCodes q = quantize(x, M);
+    if (M <= max_m_) run_fast(q, M, y, bias);
+    else run_lt(q, M, y, bias);
+  }
+
+  size_t weight_bytes() const override {
+    return w_.bytes() + (c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
+  }
+
+ private:
+  // Per-token scales through our vectorised quantizer, per-tensor ones through the shared one.
+  CudaActCodes quantize(const Tensor& x, int64_t M) const {
+    if (c_.act != ActScheme::DynamicToken) return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
+    CudaActCodes q;
+    q.group = c_.K_p;
+    q.codes = Tensor::empty({M, c_.K_p}, DType::F8_E4M3, c_.device);
+    q.scales = Tensor::empty({M}, DType::F32, c_.device);
+    QLM_CUDA_CHECK(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
+                                                     q.codes.raw_data(), q.scales.data<float>(),
+                                                     cuda::context(c_.device.index).stream));
+    return q;
+  }
+
+  // Split count for `M` tokens by a small cost model: weight streaming at full bandwidth only when
+  // every resident-block slot has work (whole waves), a start-up latency per wave, plus the F32
+  // partials' round trip and the reduction launch when K is split.
+  std::pair<int, int64_t> plan(int64_t M, int sm_count) const {
+    const int tile = cuda::fp8_fast_tile_tokens(M);
+    const int occ = occupancy_[tile == 8 ? 0 : tile == 16 ? 1 : tile == 32 ? 2 : 3];
+    const int64_t row_blocks = (c_.N_p + cuda::kFp8FastRowsPerBlock - 1) / cuda::kFp8FastRowsPerBlock;
+    const int64_t steps = c_.K_p / cuda::kFp8FastStepK;
+    if (force_splits_ > 0) {
+      const int64_t per = (steps + std::min<int64_t>(force_splits_, steps) - 1) / std::min<int64_t>(force_splits_, steps);
+      return {static_cast<int>((steps + per - 1) / per), per * cuda::kFp8FastStepK};
+    }
+    const double slots = static_cast<double>(std::max(1, sm_count) * occ);
+    const double weight_s = static_cast<double>(c_.N_p) * static_cast<double>(c_.K_p) / 4.0e12;
+    int best = 1;
+    int64_t best_slice = steps;
+    double best_t = 1e30;
+    for (int64_t d = 1; d <= std::min<int64_t>(steps, 64); ++d) {
+      const int64_t per = (steps + d - 1) / d;  // steps per slice
+      const int64_t splits = (steps + per - 1) / per;
+      if (splits != d) continue;  // the same plan as a smaller d
+      const double blocks = static_cast<double>(row_blocks * splits);
+      const double waves = std::ceil(blocks / slots);
+      const double eff = blocks / (waves * slots) * (static_cast<double>(steps) / static_cast<double>(splits * per));
+      double t = weight_s / eff + waves * 1.0e-6;  // + a block's start-up latency per wave
+      if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + 2.0e-6;
+      if (t < best_t * 0.98) {
+        best_t = t;
+        best = static_cast<int>(splits);
+        best_slice = per;
+      }
+    }
+    return {best, best_slice * cuda::kFp8FastStepK};
+  }
+
+  void run_fast(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
+    cuda::Context& ctx = cuda::context(c_.device.index);
+    const int64_t N = c_.N_p, K = c_.K_p;
+    const size_t y_elem = dtype_size(c_.act_dtype);
+    Tensor partial;
+    for (int64_t m0 = 0; m0 < M; m0 += cuda::kFp8FastMaxTokens) {
+      const int64_t mc = std::min<int64_t>(cuda::kFp8FastMaxTokens, M - m0);
+      const auto [splits, k_slice] = plan(mc, ctx.sm_count);
+      cuda::Fp8FastGemmArgs a;
+      a.w = reinterpret_cast<const uint8_t*>(w_.codes.raw_data());
+      a.xq = reinterpret_cast<const uint8_t*>(q.codes.raw_data()) + m0 * K;
+      a.sx = q.scales.data<float>() + m0;
+      a.sw = w_.scales.data<float>();
+      a.sw_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
+      a.bias = bias ? bias->data<float>() : nullptr;
+      a.y = reinterpret_cast<char*>(y.raw_data()) + static_cast<size_t>(m0 * N) * y_elem;
+      a.y_type = cuda_float_type(c_.act_dtype);
+      a.M = mc;
+      a.N = N;
+      a.K = K;
+      a.splits = splits;
+      a.k_slice = k_slice;
+      a.pdl = pdl_;
+      if (splits > 1) {
+        if (!partial.defined() || partial.numel() < splits * mc * N)
+          partial = Tensor::empty({splits * mc * N}, DType::F32, c_.device);
+        a.partial = partial.data<float>();
+      }
+      QLM_CUDA_CHECK(cuda::launch_fp8_fast_gemm(a, ctx.stream));
+    }
+  }
+
+  void run_lt(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
+    cuda::Context& ctx = cuda::context(c_.device.index);
+    const float* b = bias ? bias->data<float>() : nullptr;
+    cuda::EpilogueArgs e;
+    e.y = y.raw_data();
+    e.y_type = cuda_float_type(c_.act_dtype);
+    e.M = M;
+    e.N = c_.N_p;
+    e.bias = b;
+    const float* a_scale = row_scales_.data<float>();
+    const float* b_scale = q.scales.data<float>();
+    if (gemm_->supported(M, b, a_scale, b_scale)) {
+      if (gemm_->run(w_.codes.raw_data(), q.codes.raw_data(), y.raw_data(), M, b, a_scale, b_scale) || !b) return;
+      e.acc = y.raw_data();  // bias only, in place
+      e.acc_type = e.y_type;
+      QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
+      return;
+    }
+    Tensor acc = Tensor::empty({M, c_.N_p}, DType::F32, c_.device);
+    gemm_f32_->run(w_.codes.raw_data(), q.codes.raw_data(), acc.raw_data(), M, nullptr, nullptr, nullptr);
+    e.acc = acc.raw_data();
+    e.acc_type = cuda::kAccF32;
+    e.row_scale = q.scales.data<float>();
+    e.row_scale_stride = 1;
+    e.col_scale = w_.scales.data<float>();
+    e.col_scale_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
+    QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
+  }
+
+  ScaledMMConfig c_;
+  CudaScaledMMWeights w_;
+  int64_t max_m_ = kDefaultMaxM;
+  int force_splits_ = 0;
+  bool pdl_ = false;
+  int occupancy_[4] = {1, 1, 1, 1};         // resident blocks per SM of the 8/16/32/64-token instances
+  Tensor row_scales_;                        // F32 [N] weight scales (cuBLASLt outer-vector mode)
+  std::unique_ptr<cuda::LtGemm> gemm_;       // large M: y in the activation dtype, scales by cuBLASLt
+  std::unique_ptr<cuda::LtGemm> gemm_f32_;   // large M fallback: F32 output for our epilogue
+};
+
+const ScaledMMKernelRegistrar kRegister{{
+    .name = "cuda_scaled_mm_fp8_fast",
+    .backend = "cuda",
+    .device = DeviceType::CUDA,
+    .priority = 5,
+    .can_implement = fp8_fast_reason,
+    .create = [](const ScaledMMConfig& c) -> std::unique_ptr<ScaledMMKernel> {
+      return std::make_unique<ScaledMMFp8FastKernel>(c);
+    },
+}};
+
+}  // namespace
+}  // namespace qlm
+#endif

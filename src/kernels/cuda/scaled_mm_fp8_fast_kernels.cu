@@ -1,0 +1,360 @@
+// Kernels of cuda_scaled_mm_fp8_fast (see scaled_mm_fp8_fast_kernels.h).
+#include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/act_quant_device.cuh"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+
+namespace qlm::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps
+constexpr int kWarps = kThreads / 32;
+static_assert(kWarps * 16 == kFp8FastRowsPerBlock, "16 weight rows per warp");
+constexpr int kSmemBudget = 40960;  // bytes of staged activation codes per block (static limit 48 KB)
+constexpr int kRowPad = 64;         // row stride = chunk + 64: rows g and g+1 fall in opposite bank halves
+
+// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization
+// attribute may start while its predecessor runs; it waits here before reading the predecessor's
+// output. Without the attribute (or before sm_90) these are no-ops.
+__device__ __forceinline__ void wait_for_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// ---- activation quantizer (dynamic per token) ----
+
+constexpr float kE4M3Max = 448.0f;
+
+template <typename T>
+struct Vec8;  // 8 elements of T widened exactly to f32
+template <>
+struct Vec8<float> {
+  static __device__ __forceinline__ void load(const float* p, float (&f)[8]) {
+    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  }
+};
+template <>
+struct Vec8<__half> {
+  static __device__ __forceinline__ void load(const __half* p, float (&f)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = __half2float(h[i]);
+  }
+};
+template <>
+struct Vec8<__nv_bfloat16> {
+  static __device__ __forceinline__ void load(const __nv_bfloat16* p, float (&f)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = __bfloat162float(h[i]);
+  }
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Same formulas and IEEE operations as act_quant.cu's per-token FP8 path; fmaxf ignores NaN in
+// any order, so the absmax does not depend on the reduction order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
+  __shared__ float sh[kWarps];
+  allow_dependents();  // the GEMM may start streaming weights (it waits before reading codes)
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * K;
+  const int64_t nv = K / 8;
+  float m = 0;
+  for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    float f[8];
+    Vec8<T>::load(xr + v * 8, f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
+  }
+  m = warp_max(m);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
+  __syncthreads();
+  float am = 0;
+  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) am = fmaxf(am, sh[i]);
+  const float scale = fmaxf(__fdiv_rn(am, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  uint8_t* qr = codes + r * K;
+  for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    float f[8];
+    Vec8<T>::load(xr + v * 8, f);
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      lo |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
+      hi |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i + 4], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
+    }
+    *reinterpret_cast<uint2*>(qr + v * 8) = make_uint2(lo, hi);
+  }
+  if (threadIdx.x == 0) scales[r] = scale;
+}
+
+// ---- weight-streaming GEMM ----
+
+// Streamed once: bypass L1, and have L2 fetch the rest of the 256-byte row segment at once.
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // the host never launches this below capability 8.9
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void store_out(void* y, int64_t i, float v) {
+  store_float(static_cast<T*>(y), i, v);
+}
+
+int chunk_columns(int rows, int64_t k_slice) {
+  int64_t kc = (kSmemBudget / rows - kRowPad) / kFp8FastStepK * kFp8FastStepK;
+  if (kc < kFp8FastStepK) kc = kFp8FastStepK;
+  return static_cast<int>(kc < k_slice ? kc : k_slice);
+}
+
+// Lane (g = lane / 4, t = lane % 4) of a warp owns weight rows n0 + g and n0 + g + 8. For each
+// 128-column half h of a 256-column step starting at k, and q in {0, 1}, it loads the 16 bytes at
+// column k + 128 h + 64 q + 16 t of both rows, and of each token row (from shared memory). The
+// 16 bytes are 4 registers; registers {0, 1} feed one MMA and {2, 3} another: in both operands a
+// lane's register i of an MMA holds the lane's logical k = 4 t + 16 i .. +3, so A (weights, rows g
+// and g + 8) and B (tokens g) see the same permutation of k and the products pair up correctly.
+template <int MT, typename T>
+__global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs a, int kc) {
+  extern __shared__ uint4 smem[];
+  uint8_t* xs = reinterpret_cast<uint8_t*>(smem);
+  constexpr int kRows = MT * 8;
+  const int ld = kc + kRowPad;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t K = a.K, N = a.N;
+  const int64_t n0 = int64_t{blockIdx.x} * kFp8FastRowsPerBlock + warp * 16;
+  const bool active = n0 < N;  // N is a multiple of 16: a warp is wholly in or out
+  const int64_t kbeg = int64_t{blockIdx.y} * a.k_slice;
+  const int64_t kend = kbeg + a.k_slice < K ? kbeg + a.k_slice : K;
+  const int64_t nsteps = (kend - kbeg) / kFp8FastStepK;
+  const uint8_t* wg = a.w + (active ? (n0 + g) * K : 0) + 16 * t;
+  const uint8_t* wg8 = wg + (active ? 8 * K : 0);
+
+  float acc[MT][4];
+#pragma unroll
+  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  // [h][q][row]: h = 128-column half, q = 64-column quarter pair, row = g / g + 8.
+  uint4 wc[2][2][2], wn[2][2][2];
+  auto load_w = [&](uint4 (&r)[2][2][2], int64_t k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        r[h][q][0] = load_stream(wg + k + 128 * h + 64 * q);
+        r[h][q][1] = load_stream(wg8 + k + 128 * h + 64 * q);
+      }
+  };
+  if (active && nsteps > 0) load_w(wc, kbeg);
+  wait_for_predecessor();  // the activation codes and scales are the quantizer's output
+
+  int64_t c0 = kbeg, c1 = kbeg;
+  for (int64_t s = 0; s < nsteps; ++s) {
+    const int64_t k = kbeg + s * kFp8FastStepK;
+    if (k >= c1) {  // stage the next chunk of activation codes (rows >= M are zero)
+      __syncthreads();
+      c0 = k;
+      c1 = k + kc < kend ? k + kc : kend;
+      const int per_row = static_cast<int>((c1 - c0) / 16);
+      for (int i = threadIdx.x; i < kRows * per_row; i += kThreads) {
+        const int row = i / per_row, col = i - row * per_row;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (row < a.M) v = *reinterpret_cast<const uint4*>(a.xq + row * K + c0 + col * 16);
+        *reinterpret_cast<uint4*>(xs + row * ld + col * 16) = v;
+      }
+      __syncthreads();
+    }
+    if (active) {
+      if (s + 1 < nsteps) load_w(wn, k + kFp8FastStepK);
+      const uint8_t* xb = xs + g * ld + (k - c0) + 16 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const uint4 A = wc[h][q][0], A8 = wc[h][q][1];
+#pragma unroll
+          for (int j = 0; j < MT; ++j) {
+            const uint4 B = *reinterpret_cast<const uint4*>(xb + j * 8 * ld + 128 * h + 64 * q);
+            mma_e4m3(acc[j], A.x, A8.x, A.y, A8.y, B.x, B.y);
+            mma_e4m3(acc[j], A.z, A8.z, A.w, A8.w, B.z, B.w);
+          }
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          wc[h][q][0] = wn[h][q][0];
+          wc[h][q][1] = wn[h][q][1];
+        }
+    }
+  }
+  if (!active) return;
+
+  // acc[j]: {row g, token 2t}, {row g, token 2t+1}, {row g+8, token 2t}, {row g+8, token 2t+1}.
+#pragma unroll
+  for (int j = 0; j < MT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t m = j * 8 + 2 * t + (e & 1);
+      const int64_t n = n0 + g + (e >> 1) * 8;
+      if (m >= a.M) continue;
+      if (a.splits > 1) {
+        a.partial[(int64_t{blockIdx.y} * a.M + m) * N + n] = acc[j][e];
+      } else {
+        float v = acc[j][e] * (a.sx[m] * a.sw[n * a.sw_stride]);
+        if (a.bias) v += a.bias[n];
+        store_out<T>(a.y, m * N + n, v);
+      }
+    }
+}
+
+// y[m, n] = (sum over splits of partial) * s_x[m] * s_w[n] (+ bias): 4 columns per thread.
+template <typename T>
+__global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
+  wait_for_predecessor();
+  const int64_t quads = a.M * a.N / 4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < quads; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t e = i * 4, m = e / a.N, n = e - m * a.N;
+    float4 s = *reinterpret_cast<const float4*>(a.partial + e);
+    for (int p = 1; p < a.splits; ++p) {
+      const float4 v = *reinterpret_cast<const float4*>(a.partial + p * a.M * a.N + e);
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+    const float sx = a.sx[m];
+    const float r[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float v = r[c] * (sx * a.sw[(n + c) * a.sw_stride]);
+      if (a.bias) v += a.bias[n + c];
+      store_out<T>(a.y, e + c, v);
+    }
+  }
+}
+
+template <int MT>
+const void* gemm_kernel_ptr(int y_type) {
+  switch (y_type) {
+    case kF32: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, float>);
+    case kF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __half>);
+    case kBF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __nv_bfloat16>);
+  }
+  return nullptr;
+}
+
+template <int MT, typename T>
+cudaError_t launch_mt(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+  const int kc = chunk_columns(MT * 8, a.k_slice);
+  const size_t smem = static_cast<size_t>(MT * 8) * (kc + kRowPad);
+  const dim3 grid(static_cast<unsigned>((a.N + kFp8FastRowsPerBlock - 1) / kFp8FastRowsPerBlock),
+                  static_cast<unsigned>(a.splits));
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = a.pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, fp8_fast_gemm_kernel<MT, T>, a, kc);
+  if (e != cudaSuccess) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1) return e;
+  const int64_t quads = a.M * a.N / 4;
+  const int64_t want = (quads + 255) / 256;
+  cfg.gridDim = dim3(static_cast<unsigned>(want < 4096 ? want : 4096));
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = 0;
+  e = cudaLaunchKernelEx(&cfg, fp8_fast_reduce_kernel<T>, a);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+  switch (fp8_fast_tile_tokens(a.M)) {
+    case 8: return launch_mt<1, T>(a, stream);
+    case 16: return launch_mt<2, T>(a, stream);
+    case 32: return launch_mt<4, T>(a, stream);
+    case 64: return launch_mt<8, T>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+int fp8_fast_tile_tokens(int64_t M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
+
+cudaError_t fp8_fast_occupancy(int tile_tokens, int* blocks_per_sm) {
+  const void* f = nullptr;
+  switch (tile_tokens) {
+    case 8: f = gemm_kernel_ptr<1>(kBF16); break;
+    case 16: f = gemm_kernel_ptr<2>(kBF16); break;
+    case 32: f = gemm_kernel_ptr<4>(kBF16); break;
+    case 64: f = gemm_kernel_ptr<8>(kBF16); break;
+    default: return cudaErrorInvalidValue;
+  }
+  // The largest chunk an instance stages (a K slice of at least one chunk).
+  const size_t smem = static_cast<size_t>(tile_tokens) * (chunk_columns(tile_tokens, int64_t{1} << 40) + kRowPad);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, f, kThreads, smem);
+}
+
+cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+  if (a.M <= 0) return cudaSuccess;
+  if (a.M > kFp8FastMaxTokens || a.K % kFp8FastStepK != 0 || a.N % 16 != 0 || a.k_slice % kFp8FastStepK != 0 ||
+      a.k_slice <= 0 || a.splits < 1 || (a.splits > 1 && a.partial == nullptr))
+    return cudaErrorInvalidValue;
+  switch (a.y_type) {
+    case kF32: return launch_typed<float>(a, stream);
+    case kF16: return launch_typed<__half>(a, stream);
+    case kBF16: return launch_typed<__nv_bfloat16>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
+                                        cudaStream_t stream) {
+  if (M <= 0) return cudaSuccess;
+  if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
+  uint8_t* q = static_cast<uint8_t*>(codes);
+  const unsigned rows = static_cast<unsigned>(M);
+  switch (x_type) {
+    case kF32: quant_token_kernel<float><<<rows, kThreads, 0, stream>>>(static_cast<const float*>(x), K, q, scales); break;
+    case kF16: quant_token_kernel<__half><<<rows, kThreads, 0, stream>>>(static_cast<const __half*>(x), K, q, scales); break;
+    case kBF16:
+      quant_token_kernel<__nv_bfloat16>
+          <<<rows, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), K, q, scales);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace qlm::cuda

@@ -1,0 +1,283 @@
+// cuda_scaled_mm_fp8_fast against the CPU oracle (cpu_ref) on the same weights and activations
+// (rounded to the activation dtype first): tensor / channel weight scales x dynamic per-token /
+// static / dynamic per-tensor activations x BF16 / F16 / F32, both of its paths (the weight-
+// streaming kernel, forced for every M through QLM_FP8_FAST_MAX_M, and the default M rule that
+// hands M > 16 to cuBLASLt), poisoned outputs; its vectorised per-token quantizer bit-exactly
+// against the CPU quantizer; its can_implement reasons and its place in kernel selection.
+// Suites named Cuda* need a GPU for the numeric tests and skip without one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "cuda/device.h"
+#include "kernels/cpu/scaled_mm_act_quant.h"
+#include "kernels/scaled_mm.h"
+#ifdef QLM_WITH_CUDA
+#include "cuda/context.h"
+#include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#endif
+
+namespace qlm {
+namespace {
+
+constexpr const char* kName = "cuda_scaled_mm_fp8_fast";
+
+struct Fp8Variant {
+  WeightScaleKind ws;
+  ActScheme act;
+};
+
+ScaledMMConfig fp8_config(const Fp8Variant& v, int64_t N, int64_t K, DType act, Device device, int capability) {
+  ScaledMMConfig c;
+  c.K_p = K;
+  c.N_p = N;
+  c.weight_type = W8Type::Fp8E4M3;
+  c.weight_scale = v.ws;
+  c.act = v.act;
+  c.act_dtype = act;
+  c.device = device;
+  c.capability = capability;
+  return c;
+}
+
+ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  ScaledMMWeights w;
+  w.K = K;
+  w.N = N;
+  w.codes = Tensor::empty({N, K}, DType::F8_E4M3);
+  for (int64_t i = 0; i < N * K; ++i) w.codes.data<uint8_t>()[i] = f32_to_e4m3(u(rng) * 300.f);
+  std::vector<float> s = {0.0123f};
+  if (v.ws == WeightScaleKind::Channel) {
+    s.resize(static_cast<size_t>(N));
+    for (auto& x : s) x = 0.001f + 0.01f * std::fabs(u(rng));
+  }
+  w.weight_scale = Tensor::from_vector(s, {static_cast<int64_t>(s.size())});
+  w.input_scale = 0.03125f;
+  return w;
+}
+
+ScaledMMWeights clone(const ScaledMMWeights& w) {
+  ScaledMMWeights c = w;
+  c.codes = w.codes.clone();
+  c.weight_scale = w.weight_scale.clone();
+  return c;
+}
+
+// Rounded to `act`; an all-zero row (scale floor) and a row of tiny values (FP8 subnormals).
+std::vector<float> fp8_acts(int64_t M, int64_t K, DType act, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = u(rng);
+  if (M > 2)
+    for (int64_t k = 0; k < K; ++k) {
+      x[static_cast<size_t>(K + k)] = 0.0f;
+      x[static_cast<size_t>(2 * K + k)] *= 1e-6f;
+    }
+  return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
+}
+
+double rel_mean_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += std::fabs(static_cast<double>(got[i]) - want[i]);
+    den += std::fabs(static_cast<double>(want[i]));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+int64_t first_non_finite(const std::vector<float>& y) {
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!std::isfinite(y[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
+
+std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
+                           const std::vector<float>* bias) {
+  c.device = Device::cpu();
+  c.act_dtype = DType::F32;
+  auto k = ScaledMMKernelRegistry::instance().find("cpu_ref")->create(c);
+  k->prepare(clone(w));
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
+  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
+  k->run(xt, y, bias ? &b : nullptr);
+  return y.to_float_vector();
+}
+
+// The kernel prepared with QLM_FP8_FAST_MAX_M = max_m (empty: the default rule).
+std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w, const std::string& max_m) {
+  if (!max_m.empty()) setenv("QLM_FP8_FAST_MAX_M", max_m.c_str(), 1);
+  auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
+  k->prepare(clone(w));
+  unsetenv("QLM_FP8_FAST_MAX_M");
+  return k;
+}
+
+std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
+                              const std::vector<float>* bias) {
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
+  Tensor host = Tensor::empty({M, c.N_p}, c.act_dtype);
+  std::memset(host.raw_data(), 0xff, host.nbytes());  // NaN in F32, F16 and BF16
+  Tensor y = host.to_device(c.device);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
+  k.run(xt, y, bias ? &b : nullptr);
+  return y.to_device(Device::cpu()).to_float_vector();
+}
+
+int capability0() { return cuda_devices().at(0).capability; }
+
+void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
+                 const std::vector<int64_t>& Ms) {
+  for (DType act : dtypes) {
+    const ScaledMMConfig c = fp8_config(v, N, K, act, Device::cuda(0), capability0());
+    ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
+    const ScaledMMWeights w = fp8_weights(v, N, K, 3 + N + K);
+    std::vector<float> bias(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
+    const auto forced = make_kernel(c, w, "100000");  // the streaming kernel at every M
+    const auto by_rule = make_kernel(c, w, "");       // default rule: cuBLASLt above 16 tokens
+    for (int64_t M : Ms) {
+      const std::vector<float> x = fp8_acts(M, K, act, 7 * M + K);
+      const bool with_bias = M % 2 == 1;
+      const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      for (const auto* k : {forced.get(), by_rule.get()}) {
+        if (k == by_rule.get() && M <= 16) continue;  // the same path as `forced`
+        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias,
+                                             k == forced.get() ? "streaming" : "rule");
+        ASSERT_EQ(first_non_finite(got), -1) << what;
+        EXPECT_LE(rel_mean_error(got, want), tolerance(act)) << what;
+      }
+    }
+  }
+}
+
+const std::vector<Fp8Variant>& fp8_variants() {
+  static const std::vector<Fp8Variant> v = {
+      {WeightScaleKind::Tensor, ActScheme::DynamicToken},   {WeightScaleKind::Channel, ActScheme::DynamicToken},
+      {WeightScaleKind::Tensor, ActScheme::StaticTensor},   {WeightScaleKind::Channel, ActScheme::StaticTensor},
+      {WeightScaleKind::Tensor, ActScheme::DynamicTensor},  {WeightScaleKind::Channel, ActScheme::DynamicTensor},
+  };
+  return v;
+}
+
+#ifdef QLM_WITH_CUDA
+
+class CudaScaledMMFp8FastTest : public ::testing::TestWithParam<Fp8Variant> {};
+
+TEST_P(CudaScaledMMFp8FastTest, MatchesCpuRef) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  const std::vector<int64_t> Ms = {1, 3, 16, 17, 32, 64, 129, 300};
+  // N not a multiple of the 128-row block (idle warps); K of 2 and 5 steps (odd K splits).
+  check_shape(GetParam(), 144, 512, {DType::BF16, DType::F16, DType::F32}, Ms);
+  check_shape(GetParam(), 272, 1280, {DType::BF16, DType::F16}, Ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMFp8FastTest, ::testing::ValuesIn(fp8_variants()), [](const auto& info) {
+  return fmt::format("{}_{}", weight_scale_kind_name(info.param.ws), act_scheme_name(info.param.act));
+});
+
+// Llama-sized K: long FP8 accumulations, K split across many blocks.
+TEST(CudaScaledMMFp8FastLarge, LongReductions) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  check_shape({WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, {DType::BF16}, {1, 16, 64});
+  check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 17});
+}
+
+// The vectorised per-token quantizer: codes and scales bit-identical to the CPU quantizer.
+TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  for (DType act : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t M : {1, 5, 130})
+      for (int64_t K : {8, 264, 4096}) {
+        ScaledMMConfig c = fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
+        const std::vector<float> x = fp8_acts(M, K, act, 13 + M + K);
+        Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
+        Tensor codes = Tensor::empty({M, K}, DType::F8_E4M3, Device::cuda(0));
+        Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));
+        const int type = act == DType::F32 ? cuda::kF32 : act == DType::F16 ? cuda::kF16 : cuda::kBF16;
+        ASSERT_EQ(cuda::launch_fp8_fast_quant_token(xt.raw_data(), type, M, K, codes.raw_data(), scales.data<float>(),
+                                                    cuda::context(0).stream),
+                  cudaSuccess);
+        const Tensor hc = codes.to_device(Device::cpu());
+        const std::vector<float> hs = scales.to_device(Device::cpu()).to_float_vector();
+        ScaledMMWeights w;
+        w.K = K;
+        std::vector<float> want(static_cast<size_t>(M * K));
+        const ActScales s = quantize_acts_fp8(c, w, x.data(), M, want.data(), K, nullptr);
+        const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
+        ASSERT_EQ(hs, s.scale) << what;
+        for (int64_t i = 0; i < M * K; ++i)
+          ASSERT_EQ(f32_bits(e4m3_to_f32(hc.data<uint8_t>()[i])), f32_bits(want[static_cast<size_t>(i)]))
+              << what << " element " << i;
+      }
+}
+
+#endif
+
+// ---- registration (any machine with the backend built) ----
+
+TEST(CudaScaledMMFp8FastRegistry, CanImplementGivesReasons) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  const auto* e = ScaledMMKernelRegistry::instance().find(kName);
+  ASSERT_TRUE(e != nullptr);
+  EXPECT_EQ(e->device, DeviceType::CUDA);
+  EXPECT_EQ(e->backend, "cuda");
+  for (const Fp8Variant& v : fp8_variants())
+    for (DType act : {DType::BF16, DType::F16, DType::F32})
+      EXPECT_FALSE(e->can_implement(fp8_config(v, 4096, 14336, act, Device::cuda(0), 90)).has_value());
+  const Fp8Variant tok{WeightScaleKind::Channel, ActScheme::DynamicToken};
+  auto reason = [&](const ScaledMMConfig& c) {
+    const auto r = e->can_implement(c);
+    return r ? *r : std::string();
+  };
+  EXPECT_NE(reason(fp8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 80)).find("89"), std::string::npos);
+  EXPECT_NE(reason(fp8_config(tok, 4096, 4096 + 16, DType::BF16, Device::cuda(0), 90)).find("256"), std::string::npos);
+  EXPECT_NE(reason(fp8_config(tok, 4096 + 8, 4096, DType::BF16, Device::cuda(0), 90)).find("16"), std::string::npos);
+  EXPECT_FALSE(reason(fp8_config(tok, 4096, 4096, DType::BF16, Device::cpu(), 90)).empty());
+  ScaledMMConfig c = fp8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.act = ActScheme::DynamicTokenGroup;
+  c.act_group = 128;
+  EXPECT_FALSE(reason(c).empty());
+  c = fp8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.weight_scale = WeightScaleKind::Block;
+  c.block_n = c.block_k = 128;
+  EXPECT_FALSE(reason(c).empty());
+  c = fp8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.weight_type = W8Type::Int8;
+  EXPECT_FALSE(reason(c).empty());
+  c = fp8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.act = ActScheme::None;
+  EXPECT_FALSE(reason(c).empty());
+}
+
+TEST(CudaScaledMMFp8FastRegistry, SelectedFirstLtNext) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  auto& reg = ScaledMMKernelRegistry::instance();
+  auto chosen = [&](const Fp8Variant& v, int64_t N, int64_t K) {
+    return reg.select(fp8_config(v, N, K, DType::BF16, Device::cuda(0), 90), DeviceType::CUDA, "auto", "scaled-mm", "L")
+        .second.chosen;
+  };
+  for (const Fp8Variant& v : fp8_variants()) {
+    EXPECT_EQ(chosen(v, 6144, 4096), kName);
+    EXPECT_EQ(chosen(v, 4096, 14336), kName);
+    EXPECT_EQ(chosen(v, 4096, 4096 + 16), "cuda_scaled_mm_fp8_lt");  // K not a multiple of 256
+  }
+}
+
+}  // namespace
+}  // namespace qlm
