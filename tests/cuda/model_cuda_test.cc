@@ -165,8 +165,15 @@ TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
   EXPECT_EQ(got, want) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
 }
 
-INSTANTIATE_TEST_SUITE_P(CudaFixtures, CudaModelFixtureTest, ::testing::ValuesIn(testing::model_fixture_names()),
-                         test_name);
+// Mixture-of-experts fixtures wait for a CUDA fused-MoE kernel (on CUDA they fail at load with
+// kernel.none naming the layer).
+std::vector<std::string> cuda_fixture_names() {
+  std::vector<std::string> names = testing::model_fixture_names();
+  std::erase_if(names, [](const std::string& n) { return n.find("-moe") != std::string::npos; });
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaFixtures, CudaModelFixtureTest, ::testing::ValuesIn(cuda_fixture_names()), test_name);
 
 TEST(CudaModelTest, DefaultModelGreedyMatchesCpu) {
   SKIP_WITHOUT_GPU();

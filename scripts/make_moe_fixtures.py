@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Builds the tiny mixture-of-experts model fixtures under tests/data/models/ with transformers, in the
+layout of scripts/make_model_fixtures.py (whose helpers it imports; see tests/data/models/README.md).
+
+Run with the fixture venv (torch CPU + transformers):
+    /opt/fixvenv/bin/python3 scripts/make_moe_fixtures.py [OUT_DIR]
+
+For every architecture below it writes two directories:
+  <name>/       the transformers model saved in float32
+  <name>-gptq/  the same weights with every expert, shared-expert, dense-MLP and attention projection
+                quantized to int4 GPTQ (sym, group 32, desc_act false, v1 zeros) by the packer of
+                make_model_fixtures.py; the routers (mlp.gate / block_sparse_moe.gate) and Qwen2-MoE's
+                shared_expert_gate stay unquantized (as GPTQ tools and vLLM leave them), in float16
+with reference.safetensors (transformers logits; for -gptq on the dequantized weights in float32),
+expected.json (tokens, 32 greedy ids) and the tokenizer.
+
+  mixtral-moe     MixtralForCausalLM, 4 experts, top-2 (always renormalised), w1/w3/w2 names
+  qwen2-moe       Qwen2MoeForCausalLM, 4 experts, top-2, norm_topk_prob false, a shared expert with its
+                  sigmoid gate, mlp_only_layers [1] (layer 1 is a dense MLP of intermediate_size)
+  qwen3-moe       Qwen3MoeForCausalLM, 8 experts, top-2, norm_topk_prob true, q/k norm,
+                  decoder_sparse_step 2 (layer 0 dense, layer 1 experts)
+
+Besides the top-1/top-2 logit gap of make_model_fixtures.py, a seed is skipped when any token's k-th
+and (k+1)-th router probabilities are closer than ROUTER_GAP anywhere in the references: the expert
+choice must not hinge on float rounding.
+"""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_model_fixtures as mf  # noqa: E402
+
+ROUTER_GAP = 1e-3
+
+COMMON = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=256, hidden_act="silu", tie_word_embeddings=True)
+
+FIXTURES = [
+    # name, config class, tokenizer, overrides, top_k
+    ("mixtral-moe", MixtralConfig, "mistral",
+     dict(intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, rope_theta=10000.0, sliding_window=None,
+          rms_norm_eps=1e-5), 2),
+    ("qwen2-moe", Qwen2MoeConfig, "qwen2",
+     dict(intermediate_size=128, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
+          num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+          rope_theta=1000000.0, rms_norm_eps=1e-6), 2),
+    ("qwen3-moe", Qwen3MoeConfig, "qwen2",
+     dict(intermediate_size=64, moe_intermediate_size=64, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+          decoder_sparse_step=2, mlp_only_layers=[], head_dim=16, rope_theta=1000000.0, rms_norm_eps=1e-6), 2),
+]
+
+
+def is_router(name):
+    return name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight") or \
+        name.endswith("shared_expert_gate.weight")
+
+
+def quantize_checkpoint(model):
+    """GPTQ tensors and the dequantized float32 state dict: every 2-D projection but embeddings, lm_head
+    and routers is int4; the rest float16."""
+    tensors, deq_state = {}, {}
+    tied = model.config.tie_word_embeddings
+    for name, value in model.state_dict().items():
+        if tied and name == "lm_head.weight":
+            continue
+        linear = name.endswith(".weight") and value.dim() == 2 and "embed_tokens" not in name and \
+            not name.startswith("lm_head") and not is_router(name)
+        if linear:
+            module = name[: -len(".weight")]
+            qweight, qzeros, scales, g_idx, deq = mf.gptq_quantize(value.float())
+            tensors[module + ".qweight"] = qweight
+            tensors[module + ".qzeros"] = qzeros
+            tensors[module + ".scales"] = scales
+            tensors[module + ".g_idx"] = g_idx
+            deq_state[name] = deq
+        else:
+            half = value.to(torch.float16)
+            tensors[name] = half.contiguous()
+            deq_state[name] = half.to(torch.float32)
+    if tied:
+        deq_state["lm_head.weight"] = deq_state["model.embed_tokens.weight"]
+    return tensors, deq_state
+
+
+class RouterGap:
+    """Records the smallest gap between the k-th and (k+1)-th softmax probability of every router call."""
+
+    def __init__(self, model, top_k):
+        self.gap = float("inf")
+        self.top_k = top_k
+        self.handles = [m.register_forward_hook(self.hook) for n, m in model.named_modules()
+                        if n.endswith("mlp.gate") or n.endswith("block_sparse_moe.gate")]
+        assert self.handles, "no router found"
+
+    def hook(self, module, inputs, output):
+        p = torch.softmax(output.double().reshape(-1, output.shape[-1]), dim=-1)
+        top = torch.topk(p, self.top_k + 1, dim=-1).values
+        self.gap = min(self.gap, float((top[:, self.top_k - 1] - top[:, self.top_k]).min()))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def references(model, ids, prompt, top_k):
+    gaps = RouterGap(model, top_k)
+    logits, new_ids, gap = mf.references(model, ids, prompt)
+    gaps.remove()
+    return logits, new_ids, gap, gaps.gap
+
+
+def build(name, config_cls, tok, overrides, top_k, out_root):
+    tok_dir, tok_vocab, bos, eos = mf.tokenizer_info(tok)
+    vocab = (tok_vocab + 15) // 16 * 16
+    for seed in range(200):
+        gen = torch.Generator().manual_seed(2000 + seed)
+        config = config_cls(**{**COMMON, **overrides, "vocab_size": vocab, "bos_token_id": bos, "eos_token_id": eos})
+        config._attn_implementation = "eager"
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
+        mf.init_weights(model, gen)
+        ids = torch.randint(0, tok_vocab, (mf.SEQ_LEN,), generator=gen).tolist()
+        prompt = ids[:mf.PROMPT_LEN]
+        logits, new_ids, gap, rgap = references(model, ids, prompt, top_k)
+        if rgap < ROUTER_GAP or gap < mf.MIN_GAP:
+            continue
+        gptq_tensors, deq_state = quantize_checkpoint(model)
+        deq_model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
+        deq_model.load_state_dict(deq_state, strict=True)
+        q_logits, q_new_ids, q_gap, q_rgap = references(deq_model, ids, prompt, top_k)
+        if q_gap >= mf.MIN_GAP and q_rgap >= ROUTER_GAP:
+            break
+    else:
+        raise SystemExit(f"{name}: no seed gives top-2 gaps >= {mf.MIN_GAP} and router gaps >= {ROUTER_GAP}")
+
+    info = {"generator": "scripts/make_moe_fixtures.py", "min_router_gap": min(rgap, q_rgap)}
+    dense_dir = out_root / name
+    shutil.rmtree(dense_dir, ignore_errors=True)
+    model.save_pretrained(dense_dir, safe_serialization=True)
+    (dense_dir / "generation_config.json").unlink(missing_ok=True)
+    mf.copy_tokenizer(tok_dir, dense_dir)
+    mf.write_reference(dense_dir, ids, prompt, logits, new_ids, gap, seed, {"format": "float32", **info})
+
+    q_dir = out_root / (name + "-gptq")
+    shutil.rmtree(q_dir, ignore_errors=True)
+    q_dir.mkdir(parents=True)
+    cfg = json.loads((dense_dir / "config.json").read_text())
+    cfg["torch_dtype"] = "float16"
+    cfg.pop("dtype", None)
+    cfg["quantization_config"] = {
+        "bits": mf.BITS, "group_size": mf.GROUP, "desc_act": False, "sym": True, "static_groups": False,
+        "true_sequential": True, "damp_percent": 0.01, "lm_head": False, "quant_method": "gptq",
+        "checkpoint_format": "gptq", "pack_dtype": "int32", "meta": {"quantizer": ["qlm-make-moe-fixtures:0.1"]},
+    }
+    (q_dir / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    save_file(gptq_tensors, str(q_dir / "model.safetensors"), metadata={"format": "pt"})
+    mf.copy_tokenizer(tok_dir, q_dir)
+    mf.write_reference(q_dir, ids, prompt, q_logits, q_new_ids, q_gap, seed,
+                       {"format": "gptq int4 sym g32 v1 (experts, shared expert, attention; routers float16)",
+                        "reference_weights": "dequantized, float32", **info})
+    for d in (dense_dir, q_dir):
+        for f in d.iterdir():
+            f.chmod(0o644)
+    sizes = [sum(f.stat().st_size for f in d.iterdir()) / 1e6 for d in (dense_dir, q_dir)]
+    print(f"{name}: seed {seed}, vocab {vocab}, gaps {gap:.4f}/{q_gap:.4f}, router gaps {rgap:.4f}/{q_rgap:.4f}, "
+          f"{sizes[0]:.2f} + {sizes[1]:.2f} MB")
+
+
+def main():
+    out_root = Path(sys.argv[1]) if len(sys.argv) > 1 else mf.ROOT / "tests" / "data" / "models"
+    out_root.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    for fixture in FIXTURES:
+        build(*fixture, out_root)
+
+
+if __name__ == "__main__":
+    main()
