@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU correctness run, for a machine with an NVIDIA GPU (CI has none): every CUDA test (suites named
-# Cuda*: kernels vs the CPU float64 references on fresh random data, odd shapes, poisoned outputs;
+# Cuda*, and parameterised ones */Cuda*: kernels vs the CPU float64 references on fresh random data, odd shapes, poisoned outputs;
 # model fixtures on the GPU vs the CPU path), a CLI smoke run, and a summary table.
 #
 # Usage (on the GPU machine, from the repo root):  scripts/gpu_check.sh [GTEST_FILTER]
@@ -9,7 +9,7 @@
 #   of scripts/setup.sh. Results go to $OUT (the device tool's output folder) or build/gpu_check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-FILTER=${1:-Cuda*}
+FILTER=${1:-Cuda*:*/Cuda*}
 OUT=${OUT:-build/gpu_check}
 mkdir -p "$OUT"
 source scripts/device_env.sh
