@@ -2,8 +2,8 @@
 """Builds the tiny mixture-of-experts model fixtures under tests/data/models/ with transformers, in the
 layout of scripts/make_model_fixtures.py (whose helpers it imports; see tests/data/models/README.md).
 
-Run with the fixture venv (torch CPU + transformers):
-    /opt/fixvenv/bin/python3 scripts/make_moe_fixtures.py [OUT_DIR]
+Run with the fixture venv (torch CPU + transformers; llm-compressor for `ct`):
+    /opt/fixvenv/bin/python3 scripts/make_moe_fixtures.py [OUT_DIR] [ct]
 
 For every architecture below it writes two directories:
   <name>/       the transformers model saved in float32
@@ -19,6 +19,11 @@ expected.json (tokens, 32 greedy ids) and the tokenizer.
                   sigmoid gate, mlp_only_layers [1] (layer 1 is a dense MLP of intermediate_size)
   qwen3-moe       Qwen3MoeForCausalLM, 8 experts, top-2, norm_topk_prob true, q/k norm,
                   decoder_sparse_step 2 (layer 0 dense, layer 1 experts)
+
+With `ct`, the float fixtures already written are quantized by llm-compressor's GPTQModifier (the GPTQ
+algorithm with calibration) into compressed-tensors pack-quantized W4A16, asymmetric, group 32, routers
+ignored, saved as the tool writes it  ->  <name>-ct-w4a16/; the reference is transformers on the
+checkpoint reloaded and decompressed by compressed-tensors, in float32.
 
 Besides the top-1/top-2 logit gap of make_model_fixtures.py, a seed is skipped when any token's k-th
 and (k+1)-th router probabilities are closer than ROUTER_GAP anywhere in the references: the expert
@@ -172,10 +177,65 @@ def build(name, config_cls, tok, overrides, top_k, out_root):
           f"{sizes[0]:.2f} + {sizes[1]:.2f} MB")
 
 
+def build_ct(name, top_k, out_root, group=32, calibration_rows=16):
+    import compressed_tensors
+    import llmcompressor
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import GPTQModifier
+    from transformers import PreTrainedTokenizerFast
+
+    src = out_root / name
+    expected = json.loads((src / "expected.json").read_text())
+    ids, prompt = expected["tokens"], expected["greedy"]["prompt"]
+    tok_vocab = json.loads((src / "config.json").read_text())["vocab_size"]
+    scheme = {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": False,
+                                                             "strategy": "group", "group_size": group}}}
+    ignore = ["lm_head", "re:.*mlp\\.gate$", "re:.*block_sparse_moe\\.gate$", "re:.*shared_expert_gate$"]
+    out = out_root / f"{name}-ct-w4a16"
+    for calibration_seed in range(77, 97):
+        model = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.float32).eval()
+        gen = torch.Generator().manual_seed(calibration_seed)
+        rows = [torch.randint(0, tok_vocab - 16, (mf.SEQ_LEN,), generator=gen).tolist() for _ in range(calibration_rows)]
+        dataset = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * mf.SEQ_LEN for _ in rows]})
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(src / "tokenizer.json"), pad_token="<pad>")
+        model = oneshot(model=model, recipe=GPTQModifier(config_groups=scheme, ignore=ignore), dataset=dataset,
+                        tokenizer=tokenizer, num_calibration_samples=calibration_rows, max_seq_length=mf.SEQ_LEN)
+        shutil.rmtree(out, ignore_errors=True)
+        model.save_pretrained(out, save_compressed=True)
+        (out / "generation_config.json").unlink(missing_ok=True)
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            if (src / f).exists():
+                shutil.copy(src / f, out / f)
+        reloaded = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).eval()
+        reloaded.config._attn_implementation = "eager"
+        logits, new_ids, gap, rgap = references(reloaded, ids, prompt, top_k)
+        if gap >= mf.MIN_GAP and rgap >= ROUTER_GAP:
+            break
+    else:
+        raise SystemExit(f"{name}-ct-w4a16: no calibration seed gives clear gaps")
+    mf.write_reference(out, ids, prompt, logits, new_ids, gap, expected["seed"], {
+        "format": f"compressed-tensors pack-quantized W4A16 asym g{group} (llm-compressor GPTQModifier), routers ignored",
+        "reference_weights": "decompressed by compressed-tensors on reload, float32",
+        "calibration_seed": calibration_seed, "min_router_gap": rgap,
+        "generator": "scripts/make_moe_fixtures.py ct",
+        "compressed_tensors_version": compressed_tensors.__version__,
+        "llmcompressor_version": llmcompressor.__version__,
+    })
+    for f in out.iterdir():
+        f.chmod(0o644)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"{name}-ct-w4a16: calibration seed {calibration_seed}, gaps {gap:.4f}, router {rgap:.4f}, {size / 1e6:.2f} MB")
+
+
 def main():
     out_root = Path(sys.argv[1]) if len(sys.argv) > 1 else mf.ROOT / "tests" / "data" / "models"
     out_root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
+    if len(sys.argv) > 2 and sys.argv[2] == "ct":
+        for name, _, _, _, top_k in FIXTURES:
+            build_ct(name, top_k, out_root)
+        return
     for fixture in FIXTURES:
         build(*fixture, out_root)
 
