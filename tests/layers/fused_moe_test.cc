@@ -473,6 +473,12 @@ TEST(FusedMoE, ErrorsNameTheExpert) {
   bad = moe_spec();
   bad.top_k = 5;
   EXPECT_QLM_ERROR(FusedMoE(bad, nullptr, QuantContext{}, TpContext{}), "layer.spec", "top-k = 5");
+
+  // No fused-MoE kernel for CUDA yet: refused when the layer is declared, naming the layer and device.
+  QuantContext cuda;
+  cuda.device = Device::cuda(0);
+  cuda.capability = 90;
+  EXPECT_QLM_ERROR(FusedMoE(moe_spec(), nullptr, cuda, TpContext{}), "kernel.none", "no fused-MoE kernel is registered");
 }
 
 }  // namespace
