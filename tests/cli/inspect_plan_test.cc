@@ -14,38 +14,18 @@
 #include "runtime/model_plan.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
+#include "support/run_qlm.h"
 
 namespace qlm {
 namespace {
+
+using RunResult = testing::QlmRun;
+using testing::run_qlm;
 
 namespace fs = std::filesystem;
 
 const fs::path kQlm = fs::path(QLM_BINARY_DIR) / "qlm";
 const fs::path kTinyGptq = fs::path(QLM_SOURCE_DIR) / "models" / "tiny-gptq";
-
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-RunResult run_qlm(const std::string& args) {
-  testing::TempDir dir;
-  const fs::path err_file = dir / "stderr.txt";
-  const std::string command = "'" + kQlm.string() + "' " + args + " 2>'" + err_file.string() + "'";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  result.err = ss.str();
-  return result;
-}
 
 bool contains(const std::string& text, const std::string& piece) { return text.find(piece) != std::string::npos; }
 

@@ -10,33 +10,19 @@
 
 #include <sys/wait.h>
 
+#include "support/run_qlm.h"
 #include "support/temp_dir.h"
 
 namespace {
+
+using RunResult = qlm::testing::QlmRun;
+using qlm::testing::run_qlm;
 
 namespace fs = std::filesystem;
 using qlm::testing::TempDir;
 
 const fs::path kQlm = fs::path(QLM_BINARY_DIR) / "qlm";
 const fs::path kTinyGptq = fs::path(QLM_SOURCE_DIR) / "models" / "tiny-gptq";
-
-struct RunResult {
-  int status = -1;
-  std::string out;  // stdout only; stderr is discarded
-};
-
-RunResult run_qlm(const std::string& args) {
-  const std::string command = "'" + kQlm.string() + "' " + args + " 2>/dev/null";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return result;
-}
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 

@@ -22,6 +22,7 @@
 #include "runtime/model_plan.h"
 #include "runtime/sampling.h"
 #include "support/temp_dir.h"
+#include "support/run_qlm.h"
 
 namespace qlm::testing {
 namespace {
@@ -66,17 +67,11 @@ Reference load_reference(const fs::path& dir) {
   return r;
 }
 
+// qlm's stdout and stderr together.
 std::string run_qlm(const std::string& args, int& status) {
-  const std::string command = "'" + kQlm.string() + "' " + args + " 2>&1";
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return out;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return out;
+  const testing::QlmRun r = testing::run_qlm(args);
+  status = r.status;
+  return r.out + r.err;
 }
 
 class W8A8FixtureTest : public ::testing::TestWithParam<Fixture> {};
