@@ -1,6 +1,8 @@
 #ifdef QLM_WITH_CUDA
 #include "cuda/context.h"
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -29,7 +31,7 @@ std::unique_ptr<Context> create(int index) {
          "cuda:{} requested but {} CUDA device(s) are visible", index, devices.size());
   auto ctx = std::make_unique<Context>();
   ctx->device = index;
-  QLM_CUDA_CHECK(cudaSetDevice(index));
+  set_device(index);
   cudaDeviceProp prop{};
   QLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   ctx->capability = prop.major * 10 + prop.minor;
@@ -47,19 +49,36 @@ std::unique_ptr<Context> create(int index) {
 }
 }  // namespace
 
-void set_device(int index) { QLM_CUDA_CHECK(cudaSetDevice(index)); }
+// The device this thread last made current through set_device(): every op asks for its device's
+// context, and skipping a cudaSetDevice that changes nothing keeps that cheap. Code of the backend
+// changes the current device only through set_device(), which keeps this in step.
+thread_local int current_device = -1;
 
-// Contexts live for the process (leaked: the driver tears them down at exit).
+void set_device(int index) {
+  if (current_device == index) return;
+  QLM_CUDA_CHECK(cudaSetDevice(index));
+  current_device = index;
+}
+
+// Contexts live for the process (leaked: the driver tears them down at exit). Once created, a
+// context is found without taking the lock.
 Context& context(int index) {
   static std::mutex mutex;
-  static auto* contexts = new std::vector<std::unique_ptr<Context>>(64);
+  static auto* contexts = new std::array<std::atomic<Context*>, 64>{};
   if (index < 0 || index >= 64)
     fail("cuda.unavailable", {}, "choose a device index below the count", "cuda:{} is not a valid device", index);
-  std::lock_guard lock(mutex);
-  auto& slot = (*contexts)[static_cast<size_t>(index)];
-  if (!slot) slot = create(index);
-  QLM_CUDA_CHECK(cudaSetDevice(index));
-  return *slot;
+  std::atomic<Context*>& slot = (*contexts)[static_cast<size_t>(index)];
+  Context* ctx = slot.load(std::memory_order_acquire);
+  if (ctx == nullptr) {
+    std::lock_guard lock(mutex);
+    ctx = slot.load(std::memory_order_acquire);
+    if (ctx == nullptr) {
+      ctx = create(index).release();
+      slot.store(ctx, std::memory_order_release);
+    }
+  }
+  set_device(index);
+  return *ctx;
 }
 
 void synchronize(int index) { QLM_CUDA_CHECK(cudaStreamSynchronize(context(index).stream)); }
