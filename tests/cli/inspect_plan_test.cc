@@ -74,7 +74,9 @@ TEST(InspectPlanCli, JsonHasTheFieldsAndTheBackendChangesTheKernel) {
   // cpu_ref comes last in priority, so every faster kernel is listed as excluded by the filter.
   ASSERT_FALSE(qkv_ref["rejected"].empty());
   for (const auto& rej : qkv_ref["rejected"]) EXPECT_EQ(rej["reason"], "excluded by --linear-backend=cpu_ref");
-  if (qkv["kernel"] != "cpu_ref") EXPECT_NE(qkv["kernel"], qkv_ref["kernel"]);
+  if (qkv["kernel"] != "cpu_ref") {
+    EXPECT_NE(qkv["kernel"], qkv_ref["kernel"]);
+  }
 }
 
 TEST(InspectPlanCli, EveryRankIsPlanned) {

@@ -174,10 +174,11 @@ TEST(Wna16KernelSelection, FastKernelChosenFirstOnCpu) {
   const auto cfg = config_for(s);
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
-  if (cpu_features().avx512)
+  if (cpu_features().avx512) {
     EXPECT_EQ(entry->name, "cpu_fast_avx512");
-  else if (cpu_features().avx2_fma)
+  } else if (cpu_features().avx2_fma) {
     EXPECT_EQ(entry->name, "cpu_fast_avx2");
+  }
   auto [ref, sel2] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "cpu_ref", "mixed-precision linear", "l");
   EXPECT_EQ(ref->name, "cpu_ref");
   EXPECT_EQ(cfg.describe(), "uint4b8 K_p=4096 N_p=1024 group=128 zp=no act_order=no act=F32");

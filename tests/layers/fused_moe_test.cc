@@ -385,7 +385,9 @@ TEST(FusedMoE, RouterSoftmaxTopK) {
     for (int64_t e = 0; e < E; ++e) {
       for (int64_t i = r.expert_offsets[e]; i < r.expert_offsets[e + 1]; ++i) {
         EXPECT_EQ(r.topk_ids[r.sorted_slots[i]], e);
-        if (i > r.expert_offsets[e]) EXPECT_LT(r.sorted_slots[i - 1], r.sorted_slots[i]);
+        if (i > r.expert_offsets[e]) {
+          EXPECT_LT(r.sorted_slots[i - 1], r.sorted_slots[i]);
+        }
       }
       total += r.tokens_of(e);
     }

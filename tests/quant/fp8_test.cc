@@ -99,7 +99,9 @@ TEST(Fp8Format, FusedPerTensorScalesAreRequantizedToTheirMax) {
     EXPECT_EQ(sf->weight_scale.data<float>()[0], m);
     const uint8_t* got = sf->codes.data<uint8_t>();
     for (size_t j = 0; j < want_codes.size(); ++j) ASSERT_EQ(got[j], want_codes[j]) << "code " << j;
-    if (std::string(scheme) == "static") EXPECT_EQ(sf->input_scale, 0.013f);
+    if (std::string(scheme) == "static") {
+      EXPECT_EQ(sf->input_scale, 0.013f);
+    }
 
     const std::vector<float> x = random_inputs(kM, kK, 3);
     const std::vector<double> xd = std::string(scheme) == "static" ? ref_acts(x, kM, kK, RefAct::Fp8Static, 0.013f)

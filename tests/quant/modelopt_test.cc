@@ -124,7 +124,9 @@ TEST(ModelOpt, ConfigJsonSpellingWithWildcardIgnore) {
   for (const runtime::LayerPlan& l : plan.ranks[0].layers) {
     const bool floating = l.layer == "lm_head" || l.layer.starts_with("model.layers.1.mlp.");
     EXPECT_EQ(l.format, floating ? "unquantized" : "modelopt") << l.layer;
-    if (!floating) EXPECT_EQ(l.method, "modelopt fp8_e4m3 w=tensor act=static_tensor") << l.layer;
+    if (!floating) {
+      EXPECT_EQ(l.method, "modelopt fp8_e4m3 w=tensor act=static_tensor") << l.layer;
+    }
   }
   EXPECT_EQ(logits_of(dir.path()).size(0), 8);
 }

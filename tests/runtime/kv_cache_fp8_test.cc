@@ -141,7 +141,9 @@ TEST(KvCacheFp8, EveryCodeDecodesAsTheReference) {
         // And every finite code survives encode(decode(code)) with scale 1.
         uint8_t back = 0;
         ops::kv_encode(d, got, 1.0f, &back);
-        if (!std::isinf(want)) EXPECT_EQ(back, code) << ops::kv_dtype_name(d) << " code " << c;
+        if (!std::isinf(want)) {
+          EXPECT_EQ(back, code) << ops::kv_dtype_name(d) << " code " << c;
+        }
       }
     }
 }

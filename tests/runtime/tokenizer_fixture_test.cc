@@ -52,9 +52,10 @@ TEST_P(TokenizerFixture, DecodeMatchesReference) {
   for (const Json& c : fixtures_["cases"]) {
     const auto ids = c["ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(tokenizer_->decode(ids, true), c["decoded"].get<std::string>()) << "text " << escaped(c["text"]);
-    if (has_hf_fields())
+    if (has_hf_fields()) {
       EXPECT_EQ(tokenizer_->decode(ids, false), c["decoded_with_special"].get<std::string>())
           << "text " << escaped(c["text"]);
+    }
   }
 }
 
