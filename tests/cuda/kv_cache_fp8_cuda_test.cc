@@ -105,6 +105,8 @@ TEST(CudaKvCacheFp8, DeviceBytesEqualCpuBytes) {
   }
 }
 
+// The device ops exist only in CUDA builds (DeviceKvCache's write is CUDA code too).
+#ifdef QLM_WITH_CUDA
 TEST(CudaKvCacheFp8, AttentionMatchesCpu) {
   SKIP_WITHOUT_GPU();
   const int64_t heads = 8, kv_heads = 2, d = 64, stride = (heads + 2 * kv_heads) * d;
@@ -153,6 +155,8 @@ TEST(CudaKvCacheFp8, AttentionMatchesCpu) {
 // are not available here; a bound of 1e-2 normwise (the CPU f32-vs-fp8 cache difference is ~2 %) and
 // argmax agreement on ≥ 90 % of positions leave room for them while catching a wrong encoding
 // (which moves the logits by the full fp8 error, ~2e-2, or more) or wrong scales.
+#endif  // QLM_WITH_CUDA
+
 TEST(CudaKvCacheFp8, ModelLogitsMatchCpuFp8Cache) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"llama-gqa", "mistral-swa", "qwen3-qknorm-gptq", "qwen2-bias-tied"})

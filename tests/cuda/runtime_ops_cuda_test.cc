@@ -18,6 +18,8 @@
 #include "runtime/ops/rms_norm.h"
 #include "runtime/ops/rope.h"
 
+// The device ops exist only in CUDA builds.
+#ifdef QLM_WITH_CUDA
 namespace qlm {
 namespace {
 
@@ -184,3 +186,4 @@ TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
 
 }  // namespace
 }  // namespace qlm
+#endif  // QLM_WITH_CUDA
