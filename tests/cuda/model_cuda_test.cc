@@ -229,11 +229,12 @@ TEST(CudaModelTest, TensorParallelNeedsOneGpuPerRank) {
                    nccl_available() ? "one GPU per rank" : "needs NCCL");
 }
 
-// TP over NCCL, one GPU per rank: logits equal one GPU's (F32 activations). Needs >= 2 GPUs.
+// TP over NCCL, one GPU per rank: logits equal one GPU's (F32 activations) for every fixture the
+// GPU runs. Needs >= 2 GPUs.
 TEST(CudaModelTest, TensorParallelOverNcclMatchesOneGpu) {
   SKIP_WITHOUT_GPU();
   if (cuda_devices().size() < 2 || !nccl_available()) GTEST_SKIP() << "needs 2 GPUs and NCCL";
-  for (const char* name : {"llama-gqa", "qwen2-bias-tied-gptq", "llama-gqa-awq", "qwen3-qknorm-ct-w4a16"}) {
+  for (const std::string& name : cuda_fixture_names()) {
     const ModelFixture f = testing::load_model_fixture(name);
     auto one = runtime::Model::load(f.dir, cuda_options(DType::F32));
     runtime::ModelOptions o = cuda_options(DType::F32);
