@@ -11,6 +11,7 @@
 #include "cuda/context.h"
 #include "cuda/cublas_check.h"
 #include "cuda/cuda_check.h"
+#include "kernels/cuda/linear_run_args.h"
 #include "kernels/cuda/wna16_kernels.h"
 #include "kernels/cuda/wna16_layout.h"
 #include "kernels/mp_linear.h"
@@ -51,12 +52,6 @@ std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
   if (c.K_p > INT_MAX / 2 || c.N_p > INT_MAX / 2)
     return fmt::format("partition K_p={} N_p={} exceeds the int range of cuBLAS dimensions", c.K_p, c.N_p);
   return std::nullopt;
-}
-
-ErrorContext tensor_ctx(const char* tensor) {
-  ErrorContext context;
-  context.tensor = tensor;
-  return context;
 }
 
 class CudaWna16Kernel final : public MPLinearKernel {
@@ -131,25 +126,7 @@ class CudaWna16Kernel final : public MPLinearKernel {
   // Checks x [M, K_p], y [M, N_p] (contiguous, act dtype) and bias F32 [N_p], all on the layer's
   // device; returns M.
   int64_t check_args(const Tensor& x, const Tensor& y, const Tensor* bias) const {
-    const DType act = cfg_.act_dtype;
-    auto bad = [&](const char* what, const Tensor& t, DType want, int64_t last) {
-      fail("kernel.args", tensor_ctx(what), "", "cuda_wna16: {} is {} on {}; expected contiguous {} on {} with last dim {}",
-           what, t.defined() ? t.str() : std::string("undefined"), t.device().str(), dtype_name(want),
-           cfg_.device.str(), last);
-    };
-    auto ok = [&](const Tensor& t, DType want, int64_t last) {
-      return t.defined() && t.dtype() == want && t.device() == cfg_.device && t.is_contiguous() && t.dim() >= 1 &&
-             t.size(t.dim() - 1) == last;
-    };
-    if (!ok(x, act, cfg_.K_p)) bad("x", x, act, cfg_.K_p);
-    if (!ok(y, act, cfg_.N_p)) bad("y", y, act, cfg_.N_p);
-    const int64_t M = x.numel() / cfg_.K_p;
-    if (M < 1 || y.numel() != M * cfg_.N_p)
-      fail("kernel.args", tensor_ctx("y"), "", "cuda_wna16: y is {} but x {} gives {} rows of {}", y.str(), x.str(), M,
-           cfg_.N_p);
-    if (M > INT_MAX) fail("kernel.args", tensor_ctx("x"), "split the batch", "cuda_wna16: {} rows exceed cuBLAS's int range", M);
-    if (bias && (!ok(*bias, DType::F32, cfg_.N_p) || bias->numel() != cfg_.N_p)) bad("bias", *bias, DType::F32, cfg_.N_p);
-    return M;
+    return cuda::check_linear_run_args({"cuda_wna16", cfg_.device, cfg_.act_dtype, cfg_.K_p, cfg_.N_p, INT_MAX}, x, y, bias);
   }
 
   // Split-K for the GEMV: about 4 blocks of kGemvWarps warps per SM over all column tiles, every
