@@ -110,27 +110,46 @@ float kv_decode(KvDType dtype, const void* in) {
   return 0.0f;
 }
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
-    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
-      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)),
-      k_scale_(static_cast<size_t>(layers * kv_heads), 1.0f), v_scale_(static_cast<size_t>(layers * kv_heads), 1.0f) {
-  QLM_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0);
-}
+KvScales::KvScales(int64_t layers, int64_t kv_heads)
+    : layers_(layers), kv_heads_(kv_heads), k_(static_cast<size_t>(layers * kv_heads), 1.0f),
+      v_(static_cast<size_t>(layers * kv_heads), 1.0f) {}
 
-void KvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
-  const std::vector<float> k(static_cast<size_t>(kv_heads_), k_scale), v(static_cast<size_t>(kv_heads_), v_scale);
-  set_head_scales(layer, k, v);
-}
-
-void KvCache::set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales) {
-  QLM_CHECK(layer >= 0 && layer < layers_ && length_ == 0);
+void KvScales::set(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales) {
+  QLM_CHECK(layer >= 0 && layer < layers_);
   QLM_CHECK(static_cast<int64_t>(k_scales.size()) == kv_heads_ && static_cast<int64_t>(v_scales.size()) == kv_heads_);
   for (int64_t h = 0; h < kv_heads_; ++h) {
     const float k = k_scales[static_cast<size_t>(h)], v = v_scales[static_cast<size_t>(h)];
     QLM_CHECK(std::isfinite(k) && std::isfinite(v) && k > 0 && v > 0);
-    k_scale_[index(layer, h)] = k;
-    v_scale_[index(layer, h)] = v;
+    k_[index(layer, h)] = k;
+    v_[index(layer, h)] = v;
   }
+}
+
+void KvScales::set_uniform(int64_t layer, float k_scale, float v_scale) {
+  const std::vector<float> k(static_cast<size_t>(kv_heads_), k_scale), v(static_cast<size_t>(kv_heads_), v_scale);
+  set(layer, k, v);
+}
+
+std::vector<float> KvScales::k_then_v() const {
+  std::vector<float> both(k_);
+  both.insert(both.end(), v_.begin(), v_.end());
+  return both;
+}
+
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)), scales_(layers, kv_heads) {
+  QLM_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0);
+}
+
+void KvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
+  QLM_CHECK(length_ == 0);
+  scales_.set_uniform(layer, k_scale, v_scale);
+}
+
+void KvCache::set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales) {
+  QLM_CHECK(length_ == 0);
+  scales_.set(layer, k_scales, v_scales);
 }
 
 uint64_t KvCache::bytes() const {

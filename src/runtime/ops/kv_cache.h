@@ -38,6 +38,26 @@ struct KvEncoding {
   KvDType dtype = KvDType::F32;
 };
 
+// The k and v scales of a cache: one per layer and kv head, 1 unless set. Both the host cache and
+// the device cache (ops/cuda/device_kv_cache.h) keep their scales in one of these.
+class KvScales {
+ public:
+  KvScales(int64_t layers, int64_t kv_heads);
+  // One scale per kv head of `layer` (k and v of size kv_heads), finite and positive.
+  void set(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
+  // The same scale for every kv head of `layer`.
+  void set_uniform(int64_t layer, float k_scale, float v_scale);
+  float k(int64_t layer, int64_t kv_head) const { return k_[index(layer, kv_head)]; }
+  float v(int64_t layer, int64_t kv_head) const { return v_[index(layer, kv_head)]; }
+  // All k scales, then all v scales, each [layers, kv_heads] row-major.
+  std::vector<float> k_then_v() const;
+
+ private:
+  size_t index(int64_t layer, int64_t kv_head) const { return static_cast<size_t>(layer * kv_heads_ + kv_head); }
+  int64_t layers_, kv_heads_;
+  std::vector<float> k_, v_;
+};
+
 class KvCache {
  public:
   KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding = {});
@@ -55,8 +75,8 @@ class KvCache {
   // head of this rank (k and v of size kv_heads()).
   void set_scales(int64_t layer, float k_scale, float v_scale);
   void set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
-  float k_scale(int64_t layer, int64_t kv_head = 0) const { return k_scale_[index(layer, kv_head)]; }
-  float v_scale(int64_t layer, int64_t kv_head = 0) const { return v_scale_[index(layer, kv_head)]; }
+  float k_scale(int64_t layer, int64_t kv_head = 0) const { return scales_.k(layer, kv_head); }
+  float v_scale(int64_t layer, int64_t kv_head = 0) const { return scales_.v(layer, kv_head); }
 
   // Ensures room for `slots` slots in every layer (grows geometrically, keeps the contents).
   void reserve(int64_t slots);
@@ -74,12 +94,11 @@ class KvCache {
 
  private:
   int64_t row_elems() const { return kv_heads_ * head_dim_; }
-  size_t index(int64_t layer, int64_t kv_head) const { return static_cast<size_t>(layer * kv_heads_ + kv_head); }
   int64_t layers_, kv_heads_, head_dim_;
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<std::vector<std::byte>> k_, v_;
-  std::vector<float> k_scale_, v_scale_;  // [layers, kv_heads]
+  KvScales scales_;
 };
 
 }  // namespace qlm::ops

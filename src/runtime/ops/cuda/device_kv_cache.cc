@@ -27,42 +27,34 @@ DType kv_storage_dtype(KvDType dtype) {
 
 DeviceKvCache::DeviceKvCache(Device device, int64_t layers, int64_t kv_heads, int64_t head_dim, KvEncoding encoding)
     : device_(device), layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), encoding_(encoding),
-      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)),
-      k_scale_(static_cast<size_t>(layers * kv_heads), 1.0f), v_scale_(static_cast<size_t>(layers * kv_heads), 1.0f) {
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)), scales_(layers, kv_heads) {
   QLM_CHECK(!device.is_cpu() && layers > 0 && kv_heads > 0 && head_dim > 0);
 }
 
 void DeviceKvCache::set_scales(int64_t layer, float k_scale, float v_scale) {
-  const std::vector<float> k(static_cast<size_t>(kv_heads_), k_scale), v(static_cast<size_t>(kv_heads_), v_scale);
-  set_head_scales(layer, k, v);
+  QLM_CHECK(length_ == 0);
+  scales_.set_uniform(layer, k_scale, v_scale);
+  device_scales_ = Tensor();  // uploaded again on the next use
 }
 
 void DeviceKvCache::set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales) {
-  QLM_CHECK(layer >= 0 && layer < layers_ && length_ == 0);
-  QLM_CHECK(static_cast<int64_t>(k_scales.size()) == kv_heads_ && static_cast<int64_t>(v_scales.size()) == kv_heads_);
-  for (int64_t h = 0; h < kv_heads_; ++h) {
-    const float k = k_scales[static_cast<size_t>(h)], v = v_scales[static_cast<size_t>(h)];
-    QLM_CHECK(std::isfinite(k) && std::isfinite(v) && k > 0 && v > 0);
-    k_scale_[index(layer, h)] = k;
-    v_scale_[index(layer, h)] = v;
-  }
-  scales_ = Tensor();  // uploaded again on the next use
+  QLM_CHECK(length_ == 0);
+  scales_.set(layer, k_scales, v_scales);
+  device_scales_ = Tensor();  // uploaded again on the next use
 }
 
 void DeviceKvCache::upload_scales() {
-  std::vector<float> both(k_scale_);
-  both.insert(both.end(), v_scale_.begin(), v_scale_.end());
-  scales_ = Tensor::from_vector(both, {2, layers_, kv_heads_}).to_device(device_);
+  device_scales_ = Tensor::from_vector(scales_.k_then_v(), {2, layers_, kv_heads_}).to_device(device_);
 }
 
 const float* DeviceKvCache::device_k_scales(int64_t layer) const {
-  QLM_CHECK(layer >= 0 && layer < layers_ && scales_.defined());  // written (uploaded) first
-  return scales_.data<float>() + layer * kv_heads_;
+  QLM_CHECK(layer >= 0 && layer < layers_ && device_scales_.defined());  // written (uploaded) first
+  return device_scales_.data<float>() + layer * kv_heads_;
 }
 
 const float* DeviceKvCache::device_v_scales(int64_t layer) const {
-  QLM_CHECK(layer >= 0 && layer < layers_ && scales_.defined());
-  return scales_.data<float>() + (layers_ + layer) * kv_heads_;
+  QLM_CHECK(layer >= 0 && layer < layers_ && device_scales_.defined());
+  return device_scales_.data<float>() + (layers_ + layer) * kv_heads_;
 }
 
 void DeviceKvCache::reserve(int64_t slots) {
@@ -98,7 +90,7 @@ void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64
   QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
   QLM_CHECK(k_col >= 0 && k_col + row_elems() <= stride && v_col >= 0 && v_col + row_elems() <= stride);
 #ifdef QLM_WITH_CUDA
-  if (!scales_.defined()) upload_scales();
+  if (!device_scales_.defined()) upload_scales();
   const float* base = qkv.data<float>();
   Tensor& k = k_[static_cast<size_t>(layer)];
   Tensor& v = v_[static_cast<size_t>(layer)];

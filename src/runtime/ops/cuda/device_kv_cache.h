@@ -32,8 +32,8 @@ class DeviceKvCache {
   // Before anything is written: one scale for every head, or one per kv head (size kv_heads()).
   void set_scales(int64_t layer, float k_scale, float v_scale);
   void set_head_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
-  float k_scale(int64_t layer, int64_t kv_head = 0) const { return k_scale_[index(layer, kv_head)]; }
-  float v_scale(int64_t layer, int64_t kv_head = 0) const { return v_scale_[index(layer, kv_head)]; }
+  float k_scale(int64_t layer, int64_t kv_head = 0) const { return scales_.k(layer, kv_head); }
+  float v_scale(int64_t layer, int64_t kv_head = 0) const { return scales_.v(layer, kv_head); }
   // Device F32 [kv_heads] scales of `layer`.
   const float* device_k_scales(int64_t layer) const;
   const float* device_v_scales(int64_t layer) const;
@@ -52,15 +52,14 @@ class DeviceKvCache {
 
  private:
   int64_t row_elems() const { return kv_heads_ * head_dim_; }
-  size_t index(int64_t layer, int64_t kv_head) const { return static_cast<size_t>(layer * kv_heads_ + kv_head); }
   void upload_scales();
   Device device_;
   int64_t layers_, kv_heads_, head_dim_;
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<Tensor> k_, v_;
-  std::vector<float> k_scale_, v_scale_;  // [layers, kv_heads]
-  Tensor scales_;                          // device F32 [2, layers, kv_heads]
+  KvScales scales_;
+  Tensor device_scales_;  // scales_ on the device: F32 [2, layers, kv_heads]
 };
 
 }  // namespace qlm::ops::cu
