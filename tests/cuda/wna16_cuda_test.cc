@@ -12,6 +12,7 @@
 #include "kernels/cuda/wna16_layout.h"
 #include "kernels/mp_linear.h"
 #include "tests/kernels/wna16_random.h"
+#include "tests/support/cuda_test_util.h"
 
 namespace qlm {
 namespace {
@@ -20,35 +21,6 @@ using testing::Wna16Spec;
 
 constexpr double kF32Tolerance = 1e-4;   // normwise, F32 activations (no TF32)
 constexpr double kHalfTolerance = 1e-2;  // mean relative, F16 / BF16 activations and output
-
-MPLinearLayerConfig config_for(const Wna16Spec& s, DType act, Device device, int capability) {
-  MPLinearLayerConfig c;
-  c.K = c.K_p = s.K;
-  c.N = c.N_p = s.N;
-  c.weight_type = PackedIntType{s.bits, s.zero_points ? 0 : 1 << (s.bits - 1)};
-  c.zero_points = s.zero_points;
-  c.has_g_idx = s.act_order;
-  c.group_size = s.group_size;
-  c.act_dtype = act;
-  c.device = device;
-  c.capability = capability;
-  return c;
-}
-
-std::string spec_str(const Wna16Spec& s) {
-  return fmt::format("bits={} K={} N={} group={} zp={} act_order={}", s.bits, s.K, s.N, s.group_size, s.zero_points,
-                     s.act_order);
-}
-
-// mean |got - want| / mean |want|.
-double mean_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += std::fabs(static_cast<double>(got[i]) - want[i]);
-    den += std::fabs(static_cast<double>(want[i]));
-  }
-  return num / den;
-}
 
 double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
@@ -70,10 +42,10 @@ class CudaWna16Test : public ::testing::Test {
 
   // Runs one weight set through cuda_wna16 for every M and compares with cpu_ref.
   void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms) {
-    SCOPED_TRACE(fmt::format("{} act={}", spec_str(spec), dtype_name(act)));
+    SCOPED_TRACE(fmt::format("{} act={}", testing::wna16_spec_str(spec), dtype_name(act)));
     const auto gen = testing::random_wna16(spec);
     const Device gpu = Device::cuda(0);
-    const auto gpu_cfg = config_for(spec, act, gpu, capability_);
+    const auto gpu_cfg = testing::wna16_config(spec, act, gpu, capability_);
     const auto* entry = MPKernelRegistry::instance().find("cuda_wna16");
     ASSERT_TRUE(entry);
     if (auto why = entry->can_implement(gpu_cfg)) FAIL() << "cannot implement " << gpu_cfg.describe() << ": " << *why;
@@ -83,7 +55,7 @@ class CudaWna16Test : public ::testing::Test {
 
     const auto* ref_entry = MPKernelRegistry::instance().find("cpu_ref");
     ASSERT_TRUE(ref_entry);
-    auto ref = ref_entry->create(config_for(spec, DType::F32, Device::cpu(), 0));
+    auto ref = ref_entry->create(testing::wna16_config(spec, DType::F32, Device::cpu(), 0));
     ref->prepare(gen.weights);
 
     const int64_t K = spec.K, N = spec.N;
@@ -100,8 +72,7 @@ class CudaWna16Test : public ::testing::Test {
       ref->run(x_ref, y_ref, with_bias ? &bias : nullptr);
 
       const Tensor x_gpu = x_act.to_device(gpu);
-      std::vector<float> nan(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
-      Tensor y_gpu = Tensor::from_vector(nan, {M, N}).to(act).to_device(gpu);
+      Tensor y_gpu = testing::nan_poisoned(M, N, act, gpu);
       kernel->run(x_gpu, y_gpu, with_bias ? &bias_gpu : nullptr);
       const std::vector<float> got = y_gpu.to_device(Device::cpu()).to_float_vector();
       const std::vector<float> want = y_ref.to_float_vector();
@@ -112,7 +83,7 @@ class CudaWna16Test : public ::testing::Test {
       if (act == DType::F32)
         EXPECT_LE(normwise_error(got, want), kF32Tolerance);
       else
-        EXPECT_LE(mean_relative_error(got, want), kHalfTolerance);
+        EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
     }
   }
 
@@ -206,13 +177,15 @@ TEST_F(CudaWna16Test, SplitKGemv) {
 // (2/3-bit, F32 activations).
 TEST_F(CudaWna16Test, SelectedForCudaLayers) {
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
-  auto [fast, fast_sel] = MPKernelRegistry::instance().select(config_for(s, DType::BF16, Device::cuda(0), capability_),
-                                                              DeviceType::CUDA, "auto", "mixed-precision linear", "l");
+  auto [fast, fast_sel] =
+      MPKernelRegistry::instance().select(testing::wna16_config(s, DType::BF16, Device::cuda(0), capability_),
+                                          DeviceType::CUDA, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(fast);
   EXPECT_EQ(fast->name, capability_ >= 80 ? "cuda_wna16_fast" : "cuda_wna16");
   const Wna16Spec s3{.bits = 3, .K = 4096, .N = 1024, .group_size = 128};
-  auto [slow, slow_sel] = MPKernelRegistry::instance().select(config_for(s3, DType::BF16, Device::cuda(0), capability_),
-                                                              DeviceType::CUDA, "auto", "mixed-precision linear", "l");
+  auto [slow, slow_sel] =
+      MPKernelRegistry::instance().select(testing::wna16_config(s3, DType::BF16, Device::cuda(0), capability_),
+                                          DeviceType::CUDA, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(slow);
   EXPECT_EQ(slow->name, "cuda_wna16");
 }
@@ -220,7 +193,7 @@ TEST_F(CudaWna16Test, SelectedForCudaLayers) {
 TEST_F(CudaWna16Test, WrongArgumentsAreRejected) {
   const Wna16Spec s{.bits = 4, .K = 64, .N = 32, .group_size = 32, .seed = 5};
   const auto gen = testing::random_wna16(s);
-  const auto cfg = config_for(s, DType::F16, Device::cuda(0), capability_);
+  const auto cfg = testing::wna16_config(s, DType::F16, Device::cuda(0), capability_);
   auto kernel = MPKernelRegistry::instance().find("cuda_wna16")->create(cfg);
   kernel->prepare(gen.weights);
   Tensor y = Tensor::zeros({2, 32}, DType::F16, Device::cuda(0));
@@ -247,7 +220,7 @@ TEST(Wna16CudaRegistry, CanImplementGivesReasons) {
   const auto* e = MPKernelRegistry::instance().find("cuda_wna16");
   ASSERT_TRUE(e);
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
-  const auto ok = config_for(s, DType::BF16, Device::cuda(0), 90);
+  const auto ok = testing::wna16_config(s, DType::BF16, Device::cuda(0), 90);
   EXPECT_FALSE(e->can_implement(ok).has_value());
   for (DType act : {DType::F32, DType::F16}) {
     auto c = ok;
@@ -290,7 +263,7 @@ TEST(Wna16CudaRegistry, CanImplementGivesReasons) {
 TEST(Wna16CudaRegistry, SelectedForCudaConfig) {
   if (!cuda_backend_built()) GTEST_SKIP() << "built without the CUDA backend";
   const Wna16Spec s{.bits = 3, .K = 4096, .N = 1000, .group_size = 128, .zero_points = true, .act_order = true};
-  const auto cfg = config_for(s, DType::F16, Device::cuda(0), 90);
+  const auto cfg = testing::wna16_config(s, DType::F16, Device::cuda(0), 90);
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CUDA, "cuda", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
   EXPECT_EQ(entry->name, "cuda_wna16");
@@ -310,7 +283,7 @@ TEST(Wna16CudaLayout, RepackedCodesMatchStandardForm) {
       {.bits = 8, .K = 7, .N = 1, .group_size = -1, .zero_points = false, .act_order = false, .seed = 7},
   };
   for (const auto& s : specs) {
-    SCOPED_TRACE(spec_str(s));
+    SCOPED_TRACE(testing::wna16_spec_str(s));
     const auto gen = testing::random_wna16(s);
     const auto& w = gen.weights;
     const CudaWna16Layout L = pack_cuda_wna16(w);

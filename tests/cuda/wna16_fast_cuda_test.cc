@@ -10,8 +10,10 @@
 
 #include "cuda/device.h"
 #include "kernels/cuda/wna16_fast_layout.h"
+#include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/mp_linear.h"
 #include "tests/kernels/wna16_random.h"
+#include "tests/support/cuda_test_util.h"
 
 namespace qlm {
 namespace {
@@ -19,34 +21,6 @@ namespace {
 using testing::Wna16Spec;
 
 constexpr double kHalfTolerance = 1e-2;  // mean relative error, F16 / BF16 activations and output
-
-MPLinearLayerConfig config_for(const Wna16Spec& s, DType act, Device device, int capability) {
-  MPLinearLayerConfig c;
-  c.K = c.K_p = s.K;
-  c.N = c.N_p = s.N;
-  c.weight_type = PackedIntType{s.bits, s.zero_points ? 0 : 1 << (s.bits - 1)};
-  c.zero_points = s.zero_points;
-  c.has_g_idx = s.act_order;
-  c.group_size = s.group_size;
-  c.act_dtype = act;
-  c.device = device;
-  c.capability = capability;
-  return c;
-}
-
-std::string spec_str(const Wna16Spec& s) {
-  return fmt::format("bits={} K={} N={} group={} zp={} act_order={}", s.bits, s.K, s.N, s.group_size, s.zero_points,
-                     s.act_order);
-}
-
-double mean_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += std::fabs(static_cast<double>(got[i]) - want[i]);
-    den += std::fabs(static_cast<double>(want[i]));
-  }
-  return num / den;
-}
 
 class CudaWna16FastTest : public ::testing::Test {
  protected:
@@ -56,17 +30,24 @@ class CudaWna16FastTest : public ::testing::Test {
     capability_ = devices[0].capability;
   }
 
-  void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms) {
-    SCOPED_TRACE(fmt::format("{} act={}", spec_str(spec), dtype_name(act)));
+  void TearDown() override { set_wna16_fast_path(Wna16FastPath::Auto); }
+
+  // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
+  void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms,
+             Wna16FastPath path = Wna16FastPath::Auto) {
+    SCOPED_TRACE(
+        fmt::format("{} act={} path={}", testing::wna16_spec_str(spec), dtype_name(act), static_cast<int>(path)));
+    set_wna16_fast_path(path);
     const auto gen = testing::random_wna16(spec);
     const Device gpu = Device::cuda(0);
-    const auto gpu_cfg = config_for(spec, act, gpu, capability_);
+    const auto gpu_cfg = testing::wna16_config(spec, act, gpu, capability_);
     const auto* entry = MPKernelRegistry::instance().find("cuda_wna16_fast");
     ASSERT_TRUE(entry);
     if (auto why = entry->can_implement(gpu_cfg)) FAIL() << "cannot implement " << gpu_cfg.describe() << ": " << *why;
     auto kernel = entry->create(gpu_cfg);
     kernel->prepare(gen.weights);
-    auto ref = MPKernelRegistry::instance().find("cpu_ref")->create(config_for(spec, DType::F32, Device::cpu(), 0));
+    auto ref =
+        MPKernelRegistry::instance().find("cpu_ref")->create(testing::wna16_config(spec, DType::F32, Device::cpu(), 0));
     ref->prepare(gen.weights);
 
     const int64_t K = spec.K, N = spec.N;
@@ -82,15 +63,14 @@ class CudaWna16FastTest : public ::testing::Test {
       ref->run(x_ref, y_ref, with_bias ? &bias : nullptr);
 
       const Tensor x_gpu = x_act.to_device(gpu);
-      std::vector<float> nan(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
-      Tensor y_gpu = Tensor::from_vector(nan, {M, N}).to(act).to_device(gpu);
+      Tensor y_gpu = testing::nan_poisoned(M, N, act, gpu);
       kernel->run(x_gpu, y_gpu, with_bias ? &bias_gpu : nullptr);
       const std::vector<float> got = y_gpu.to_device(Device::cpu()).to_float_vector();
       const std::vector<float> want = y_ref.to_float_vector();
       const int64_t bad = testing::first_non_finite(got.data(), M * N);
       ASSERT_EQ(bad, -1) << "element " << bad << " (row " << bad / N << ", column " << bad % N
                          << ") not written or not finite";
-      EXPECT_LE(mean_relative_error(got, want), kHalfTolerance);
+      EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
     }
   }
 
@@ -106,8 +86,9 @@ struct GridParam {
 
 class CudaWna16FastGrid : public CudaWna16FastTest, public ::testing::WithParamInterface<GridParam> {};
 
-// Every weight configuration in both act dtypes and every M of the list (K and N not multiples of
-// 256; M covers the GEMM's m-tiles of 8, 16, 32 and the cuBLAS path).
+// Every weight configuration in both act dtypes (K and N not multiples of 256): the tiled GEMM on
+// M covering its m-tiles of 8, 16, 32 and 64 tokens (one and several m-tiles, odd M), the GEMV
+// kernel and the dequantize + cuBLAS path on a few M each, and the run-time rule.
 TEST_P(CudaWna16FastGrid, MatchesReference) {
   const auto p = GetParam();
   const int index = p.bits * 100 + static_cast<int>(p.group) + p.zp * 2 + p.act;
@@ -121,7 +102,12 @@ TEST_P(CudaWna16FastGrid, MatchesReference) {
   s.zero_points = p.zp;
   s.act_order = p.act;
   s.seed = static_cast<uint64_t>(index + 17);
-  for (DType act : {DType::BF16, DType::F16}) check(s, act, {1, 3, 16, 17, 64, 129, 300});
+  for (DType act : {DType::BF16, DType::F16}) {
+    check(s, act, {1, 3, 16, 17, 33, 64, 129, 300}, Wna16FastPath::Tiled);
+    check(s, act, {1, 7, 17}, Wna16FastPath::Gemv);
+    check(s, act, {5, 130}, Wna16FastPath::Cublas);
+    check(s, act, {2, 40});
+  }
 }
 
 std::vector<GridParam> grid() {
@@ -138,7 +124,9 @@ INSTANTIATE_TEST_SUITE_P(CudaWna16FastAll, CudaWna16FastGrid, ::testing::ValuesI
                          [](const ::testing::TestParamInfo<GridParam>& info) {
                            const auto& p = info.param;
                            return fmt::format("b{}_g{}_{}_{}", p.bits,
-                                              p.group < 0 ? std::string("ch") : p.group == 0 ? std::string("odd") : std::to_string(p.group),
+                                              p.group < 0    ? std::string("ch")
+                                              : p.group == 0 ? std::string("odd")
+                                                             : std::to_string(p.group),
                                               p.zp ? "zp" : "sym", p.act ? "act" : "seq");
                          });
 
@@ -155,16 +143,16 @@ TEST_F(CudaWna16FastTest, PaddedGroupsOddShapesAndSplitK) {
       {.bits = 8, .K = 6144, .N = 300, .group_size = -1, .seed = 12},
   };
   for (const auto& s : specs) {
-    check(s, DType::BF16, {1, 5, 16, 40});
-    check(s, DType::F16, {2, 9});
+    check(s, DType::BF16, {1, 5, 16, 40, 70, 300}, Wna16FastPath::Tiled);
+    check(s, DType::F16, {2, 9, 31, 65}, Wna16FastPath::Tiled);
+    check(s, DType::BF16, {1, 5, 16, 40}, Wna16FastPath::Gemv);
+    check(s, DType::F16, {2, 9}, Wna16FastPath::Gemv);
   }
 }
 
-// Both paths (GEMM, dequantize + cuBLAS) on every M: the run-time switch is read once, so this
-// test only covers what the default threshold selects; the grid covers both sides of it.
 TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
-  const auto cfg = config_for(s, DType::BF16, Device::cuda(0), capability_);
+  const auto cfg = testing::wna16_config(s, DType::BF16, Device::cuda(0), capability_);
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CUDA, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
   EXPECT_EQ(entry->name, "cuda_wna16_fast");
@@ -173,7 +161,7 @@ TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
 TEST_F(CudaWna16FastTest, WrongArgumentsAreRejected) {
   const Wna16Spec s{.bits = 4, .K = 64, .N = 32, .group_size = 32, .seed = 5};
   const auto gen = testing::random_wna16(s);
-  const auto cfg = config_for(s, DType::F16, Device::cuda(0), capability_);
+  const auto cfg = testing::wna16_config(s, DType::F16, Device::cuda(0), capability_);
   auto kernel = MPKernelRegistry::instance().find("cuda_wna16_fast")->create(cfg);
   kernel->prepare(gen.weights);
   Tensor y = Tensor::zeros({2, 32}, DType::F16, Device::cuda(0));
@@ -192,7 +180,7 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(e->device, DeviceType::CUDA);
   EXPECT_EQ(e->priority, 20);
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
-  const auto ok = config_for(s, DType::BF16, Device::cuda(0), 90);
+  const auto ok = testing::wna16_config(s, DType::BF16, Device::cuda(0), 90);
   EXPECT_FALSE(e->can_implement(ok).has_value());
   auto expect_reason = [&](MPLinearLayerConfig c, const std::string& fragment) {
     const auto why = e->can_implement(c);
@@ -224,6 +212,18 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
+// The run-time rule picks a path for every M, and the override forces one and is undone by Auto.
+TEST(Wna16FastPaths, RuleAndOverride) {
+  for (int64_t M : {1, 16, 64, 256, 1024, 100000}) EXPECT_NE(wna16_fast_path_for(M), Wna16FastPath::Auto);
+  for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas}) {
+    set_wna16_fast_path(p);
+    EXPECT_EQ(wna16_fast_path_for(1), p);
+    EXPECT_EQ(wna16_fast_path_for(4096), p);
+  }
+  set_wna16_fast_path(Wna16FastPath::Auto);
+  EXPECT_NE(wna16_fast_path_for(7), Wna16FastPath::Auto);
+}
+
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {
   for (bool bf16 : {false, true})
     for (float v : {0.0f, 1.0f, -2.5f, 0.0123f, 1024.0f, 143.0f, 255.0f, 1279.0f, 3.0e-6f, 60000.0f}) {
@@ -249,7 +249,7 @@ TEST(Wna16FastLayout, RepackedWeightsMatchStandardForm) {
   };
   for (const auto& s : specs)
     for (bool bf16 : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} bf16={}", spec_str(s), bf16));
+      SCOPED_TRACE(fmt::format("{} bf16={}", testing::wna16_spec_str(s), bf16));
       const auto gen = testing::random_wna16(s);
       const auto& w = gen.weights;
       const Wna16FastLayout L = pack_wna16_fast(w, bf16);
@@ -284,7 +284,8 @@ TEST(Wna16FastLayout, RepackedWeightsMatchStandardForm) {
           }
           const float want_s = wna16_fast_from_half_bits(wna16_fast_to_half_bits(sc[g * s.N + n], bf16), bf16);
           ASSERT_EQ(wna16_fast_scale(L, g, n), want_s) << "group " << g << " column " << n;
-          ASSERT_EQ(wna16_fast_zero(L, g, n), zr ? zr[g * s.N + n] : w.weight_type.bias) << "group " << g << " column " << n;
+          ASSERT_EQ(wna16_fast_zero(L, g, n), zr ? zr[g * s.N + n] : w.weight_type.bias)
+              << "group " << g << " column " << n;
         }
       // The scale rounding is the only loss: relative error within half an ulp of the act dtype.
       for (int64_t i = 0; i < std::min<int64_t>(s.N, 16); ++i) {

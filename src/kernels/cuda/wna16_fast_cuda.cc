@@ -1,11 +1,59 @@
 // `cuda_wna16_fast`: tensor-core W4A16 / W8A16 linear layers (F16 / BF16 activations, sm_80+).
-// Small and medium M: one split-K mma.sync GEMM launch over the repacked weights (plus an activation
-// gather when rows move: act-order or groups padded to 16 rows). M >= the large-M threshold: weights
-// dequantized into a scratch matrix and multiplied by cuBLAS. See docs/w4a16-kernel-notes.md.
-#ifdef QLM_WITH_CUDA
+// Three paths by M (wna16_fast_paths.h): a split-K GEMV-style kernel for the smallest M, a tiled
+// cp.async-pipelined GEMM for medium M, and dequantize + cuBLAS for large M; the first two need an
+// activation gather when rows move (act-order, groups padded to 16 rows, misaligned x). See
+// docs/w4a16-kernel-notes.md.
 #include <algorithm>
-#include <climits>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/wna16_fast_paths.h"
+
+namespace qlm {
+namespace {
+
+// Measured on the H200 (docs/w4a16-kernel-notes.md, v3).
+constexpr int64_t kWna16FastGemvMaxM = 0;
+constexpr int64_t kWna16FastCublasMinM = 256;
+
+std::atomic<int> g_forced_path{0};
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoll(e) : fallback;
+}
+
+Wna16FastPath env_path() {
+  const char* e = std::getenv("QLM_W4FAST_PATH");
+  if (!e) return Wna16FastPath::Auto;
+  if (!std::strcmp(e, "gemv")) return Wna16FastPath::Gemv;
+  if (!std::strcmp(e, "tiled")) return Wna16FastPath::Tiled;
+  if (!std::strcmp(e, "cublas")) return Wna16FastPath::Cublas;
+  return Wna16FastPath::Auto;
+}
+
+}  // namespace
+
+void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
+
+Wna16FastPath wna16_fast_path_for(int64_t M) {
+  static const int64_t gemv_max = env_int("QLM_W4FAST_GEMV_MAX_M", kWna16FastGemvMaxM);
+  static const int64_t cublas_min = env_int("QLM_W4FAST_CUBLAS_MIN_M", kWna16FastCublasMinM);
+  static const Wna16FastPath env = env_path();
+  const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
+  if (forced != Wna16FastPath::Auto) return forced;
+  if (env != Wna16FastPath::Auto) return env;
+  if (M <= gemv_max) return Wna16FastPath::Gemv;
+  if (M >= cublas_min) return Wna16FastPath::Cublas;
+  return Wna16FastPath::Tiled;
+}
+
+}  // namespace qlm
+
+#ifdef QLM_WITH_CUDA
+#include <climits>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -15,22 +63,12 @@
 #include "kernels/cuda/linear_run_args.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 #include "kernels/cuda/wna16_fast_layout.h"
+#include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/cuda/wna16_kernels.h"
 #include "kernels/mp_linear.h"
 
 namespace qlm {
 namespace {
-
-// M at and above which dequantize + cuBLAS runs (override: QLM_W4FAST_CUBLAS_MIN_M).
-constexpr int64_t kCublasMinM = 48;
-
-int64_t cublas_min_m() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("QLM_W4FAST_CUBLAS_MIN_M");
-    return e && *e ? std::max<int64_t>(1, std::atoll(e)) : kCublasMinM;
-  }();
-  return v;
-}
 
 std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
   if (c.device.type != DeviceType::CUDA) return "runs on CUDA only";
@@ -39,7 +77,8 @@ std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
                        c.capability == 0 ? std::string("none (unknown)") : std::to_string(c.capability));
   const int bits = c.weight_type.bits;
   if (bits != 4 && bits != 8)
-    return fmt::format("weight type {} has {} bits; supported: 4, 8 (cuda_wna16 runs the others)", c.weight_type.name(), bits);
+    return fmt::format("weight type {} has {} bits; supported: 4, 8 (cuda_wna16 runs the others)", c.weight_type.name(),
+                       bits);
   if (c.act_dtype != DType::F16 && c.act_dtype != DType::BF16)
     return fmt::format("activation dtype {} is not F16 or BF16 (cuda_wna16 runs F32)", dtype_name(c.act_dtype));
   if (c.group_size != -1 && c.group_size <= 0) return fmt::format("group size {} is invalid", c.group_size);
@@ -89,19 +128,27 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       fail("kernel.args", {}, "call prepare() before run()", "cuda_wna16_fast: run() before the weights were prepared");
     cuda::Context& ctx = cuda::context(cfg_.device.index);
     const float* b = bias ? bias->data<float>() : nullptr;
-    if (M >= cublas_min_m()) {
+    Wna16FastPath path = wna16_fast_path_for(M);
+    if (path == Wna16FastPath::Tiled && tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0) path = Wna16FastPath::Gemv;
+    if (path == Wna16FastPath::Cublas) {
       run_cublas(ctx, x, y, b, M);
       return;
     }
     const void* xk = x.raw_data();
     int64_t ldx = cfg_.K_p;
     Tensor xg;
-    if (!identity_) {
+    // The tiled kernel copies x in 16-byte pieces: rows must start 16-byte aligned.
+    const bool aligned = reinterpret_cast<uintptr_t>(xk) % 16 == 0 && cfg_.K_p % 8 == 0;
+    if (!identity_ || (path == Wna16FastPath::Tiled && !aligned)) {
       xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
-      QLM_CUDA_CHECK(cuda::launch_wna16_fast_gather(x.raw_data(), M, cfg_.K_p, a_.row_source, a_.rows, xg.raw_data(),
-                                                    ctx.stream));
+      QLM_CUDA_CHECK(
+          cuda::launch_wna16_fast_gather(x.raw_data(), M, cfg_.K_p, a_.row_source, a_.rows, xg.raw_data(), ctx.stream));
       xk = xg.raw_data();
       ldx = a_.rows;
+    }
+    if (path == Wna16FastPath::Tiled) {
+      run_tiled(ctx, xk, ldx, M, b, y);
+      return;
     }
     const int mt = cuda::wna16_fast_mt(M);
     const int64_t m_tiles = (M + 8 * mt - 1) / (8 * mt);
@@ -112,8 +159,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       ws = Tensor::empty({splits * m_tiles * a_.n_blocks * 512 * mt}, DType::F32, cfg_.device);
       counters = counters_for(m_tiles * a_.n_blocks);
     }
-    QLM_CUDA_CHECK(cuda::launch_wna16_fast_gemm(a_, xk, ldx, M, splits, splits > 1 ? ws.data<float>() : nullptr, counters,
-                                                b, y.raw_data(), ctx.stream));
+    QLM_CUDA_CHECK(cuda::launch_wna16_fast_gemm(a_, xk, ldx, M, splits, splits > 1 ? ws.data<float>() : nullptr,
+                                                counters, b, y.raw_data(), ctx.stream));
   }
 
   size_t weight_bytes() const override {
@@ -121,30 +168,76 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
  private:
+  void run_tiled(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
+    const int mt = cuda::wna16_tiled_mt(M);
+    const int64_t tm = 8 * mt;
+    const int64_t m_tiles = (M + tm - 1) / tm;
+    const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
+    const int splits =
+        plan_tiled_splits(int64_t{std::max(1, ctx.sm_count)} * tiled_occupancy(mt), m_tiles * n_tiles, std::min(M, tm));
+    Tensor ws;
+    unsigned* counters = nullptr;
+    if (splits > 1) {
+      ws = Tensor::empty({splits * m_tiles * n_tiles * tm * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
+      counters = counters_for(m_tiles * n_tiles);
+    }
+    QLM_CUDA_CHECK(cuda::launch_wna16_tiled_gemm(a_, xk, ldx, M, mt, splits, splits > 1 ? ws.data<float>() : nullptr,
+                                                 counters, b, y.raw_data(), ctx.stream));
+  }
+
+  // Resident blocks per multiprocessor of the tiled instantiation for mt (0: cannot launch).
+  int tiled_occupancy(int mt) const {
+    int& occ = tiled_occ_[mt == 1 ? 0 : mt == 2 ? 1 : mt == 4 ? 2 : 3];
+    if (occ < 0) occ = cuda::wna16_tiled_occupancy(a_, mt);
+    return occ;
+  }
+
+  // Split-K for the tiled kernel: minimises a byte-time model. Each wave of resident blocks streams
+  // its blocks' weights; more splits shorten the blocks and fill the last wave better, but add
+  // partial sums (f32, written and read back) per split and tile. Every split keeps >= 2 stages.
+  int plan_tiled_splits(int64_t slots, int64_t tiles, int64_t rows) const {
+    const double col_bytes = static_cast<double>(a_.k_tiles) * 16.0 * a_.bits / 8.0;  // per column
+    const double tile_bytes = col_bytes * cuda::kWna16TiledCols;
+    const int64_t max_splits = std::clamp<int64_t>(a_.k_tiles / 16, 1, 64);
+    int best = 1;
+    double best_cost = 0;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+      const int64_t blocks = tiles * s;
+      const int64_t waves = (blocks + slots - 1) / slots;
+      double cost = static_cast<double>(waves) * static_cast<double>(slots) * tile_bytes / static_cast<double>(s);
+      if (s > 1) cost += 2.0 * 4.0 * static_cast<double>(s * tiles * rows * cuda::kWna16TiledCols);
+      if (s == 1 || cost < best_cost * 0.98) {
+        best_cost = cost;
+        best = static_cast<int>(s);
+      }
+    }
+    return best;
+  }
+
   void run_cublas(cuda::Context& ctx, const Tensor& x, Tensor& y, const float* b, int64_t M) const {
     const int64_t K = cfg_.K_p, N = cfg_.N_p;
     Tensor wd = Tensor::empty({K, a_.N_pad}, cfg_.act_dtype, cfg_.device);
     QLM_CUDA_CHECK(cuda::launch_wna16_fast_dequant(a_, wd.raw_data(), ctx.stream));
     if (b)
-      QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(b, M, N, y.raw_data(),
-                                                  cfg_.act_dtype == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F16,
-                                                  ctx.stream));
+      QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(
+          b, M, N, y.raw_data(), cfg_.act_dtype == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F16,
+          ctx.stream));
     const float alpha = 1.0f, beta = b ? 1.0f : 0.0f;
     const cudaDataType_t type = cfg_.act_dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
     QLM_CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));
     QLM_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                                   static_cast<int>(K), &alpha, wd.raw_data(), type, static_cast<int>(a_.N_pad),
-                                  x.raw_data(), type, static_cast<int>(K), &beta, y.raw_data(), type, static_cast<int>(N),
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  x.raw_data(), type, static_cast<int>(K), &beta, y.raw_data(), type,
+                                  static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   // Split-K: enough blocks for several waves of resident blocks with little tail, every warp keeping
   // at least 8 k-tiles (two pipeline rounds).
   int plan_splits(int sm_count, int64_t m_tiles, int mt) const {
-    const int64_t slots = std::max(1, sm_count) * int64_t{cuda::wna16_fast_occupancy(a_.bits, a_.bf16, mt, a_.zeros != nullptr)};
+    const int64_t slots =
+        std::max(1, sm_count) * int64_t{cuda::wna16_fast_occupancy(a_.bits, a_.bf16, mt, a_.zeros != nullptr)};
     const int64_t base = m_tiles * a_.n_blocks;
-    const int64_t max_splits =
-        std::clamp<int64_t>(a_.k_tiles / (cuda::kWna16FastWarps * 8), 1, 64);
+    const int64_t max_splits = std::clamp<int64_t>(a_.k_tiles / (cuda::kWna16FastWarps * 8), 1, 64);
     int best = 1;
     double best_score = -1;
     for (int64_t s = 1; s <= max_splits; ++s) {
@@ -169,12 +262,14 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
   int64_t check_args(const Tensor& x, const Tensor& y, const Tensor* bias) const {
-    return cuda::check_linear_run_args({"cuda_wna16_fast", cfg_.device, cfg_.act_dtype, cfg_.K_p, cfg_.N_p, INT_MAX / 64}, x, y, bias);
+    return cuda::check_linear_run_args(
+        {"cuda_wna16_fast", cfg_.device, cfg_.act_dtype, cfg_.K_p, cfg_.N_p, INT_MAX / 64}, x, y, bias);
   }
 
   MPLinearLayerConfig cfg_;
   Tensor codes_, scales_, zeros_, row_source_;
   mutable Tensor counters_;
+  mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
@@ -16,121 +17,11 @@ namespace {
 constexpr int kWarps = kWna16FastWarps;
 constexpr int kDepth = 4;
 
-template <bool BF16>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-
-__device__ __forceinline__ uint4 ld_stream(const uint4* ptr, uint64_t policy) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr), "l"(policy));
-  return v;
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint32_t sub_mul(uint32_t v, uint32_t z, uint32_t s) {
-  uint32_t r;
-  if constexpr (BF16) {
-    __nv_bfloat162 a = *reinterpret_cast<__nv_bfloat162*>(&v);
-    const __nv_bfloat162 zz = *reinterpret_cast<__nv_bfloat162*>(&z);
-    const __nv_bfloat162 ss = *reinterpret_cast<__nv_bfloat162*>(&s);
-    a = __hmul2(__hsub2(a, zz), ss);
-    r = *reinterpret_cast<uint32_t*>(&a);
-  } else {
-    __half2 a = *reinterpret_cast<__half2*>(&v);
-    const __half2 zz = *reinterpret_cast<__half2*>(&z);
-    const __half2 ss = *reinterpret_cast<__half2*>(&s);
-    a = __hmul2(__hsub2(a, zz), ss);
-    r = *reinterpret_cast<uint32_t*>(&a);
-  }
-  return r;
-}
-
-__device__ __forceinline__ uint32_t lop_and_or(uint32_t a, uint32_t mask, uint32_t magic) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));  // (a & b) | c
-  return r;
-}
-
-// A fragment of one 16x16 tile from the thread's BITS/4 code words: a_p = (code - zero) * scale,
-// zero/scale pair 0 for rows g (p even), 1 for rows g + 8 (p odd).
-template <int BITS, bool BF16>
-__device__ __forceinline__ void dequant_tile(uint32_t w0, uint32_t w1, uint32_t s0, uint32_t s1, uint32_t z0,
-                                             uint32_t z1, uint32_t (&a)[4]) {
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    uint32_t raw;
-    if constexpr (BITS == 4) {
-      raw = lop_and_or(w0 >> (4 * p), 0x000F000Fu, BF16 ? 0x43004300u : 0x64006400u);
-    } else if constexpr (!BF16) {
-      const uint32_t w = p < 2 ? w0 : w1;
-      raw = lop_and_or(w >> (8 * (p & 1)), 0x00FF00FFu, 0x64006400u);
-    } else {
-      const uint32_t w = p < 2 ? w0 : w1;
-      const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u + (p & 1))) - 8388608.0f;
-      const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7442u + (p & 1))) - 8388608.0f;
-      __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-      raw = *reinterpret_cast<uint32_t*>(&h);
-    }
-    a[p] = sub_mul<BF16>(raw, (p & 1) ? z1 : z0, (p & 1) ? s1 : s0);
-  }
-}
-
-template <int BITS, bool BF16>
-__device__ __forceinline__ void dequant_block_tile(const uint4 (&wv)[BITS / 4], const uint4& sv, const uint4& zv, int j,
-                                                   uint32_t (&a)[4]) {
-  const uint32_t sw = word_of(sv, j), zw = word_of(zv, j);
-  const uint32_t s0 = __byte_perm(sw, 0, 0x1010), s1 = __byte_perm(sw, 0, 0x3232);
-  const uint32_t z0 = __byte_perm(zw, 0, 0x1010), z1 = __byte_perm(zw, 0, 0x3232);
-  uint32_t w0, w1 = 0;
-  if constexpr (BITS == 4) {
-    w0 = word_of(wv[0], j);
-  } else {
-    w0 = word_of(wv[j >> 1], (j & 1) * 2);
-    w1 = word_of(wv[j >> 1], (j & 1) * 2 + 1);
-  }
-  dequant_tile<BITS, BF16>(w0, w1, s0, s1, z0, z1, a);
-}
-
-__device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
-  if (bf16) {
-    __nv_bfloat16 h = __float2bfloat16_rn(v);
-    return *reinterpret_cast<uint16_t*>(&h);
-  }
-  __half h = __float2half_rn(v);
-  return *reinterpret_cast<uint16_t*>(&h);
-}
-
 template <int BITS, bool BF16, int MT, bool ZP>
-__global__ void __launch_bounds__(kWarps * 32) gemm_kernel(const Wna16FastArgs w, const uint16_t* __restrict__ x,
-                                                           int64_t ldx, int M, int tiles_per_split, int splits,
-                                                           uint64_t group_magic, float* __restrict__ ws,
-                                                           unsigned* __restrict__ counters,
-                                                           const float* __restrict__ bias, uint16_t* __restrict__ y) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemm_kernel(const Wna16FastArgs w, const uint16_t* __restrict__ x, int64_t ldx, int M, int tiles_per_split,
+                int splits, uint64_t group_magic, float* __restrict__ ws, unsigned* __restrict__ counters,
+                const float* __restrict__ bias, uint16_t* __restrict__ y) {
   constexpr int V = BITS / 4;
   constexpr int TM = 8 * MT;  // rows of the m-tile
   __shared__ float red[TM * 64];
@@ -255,7 +146,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_kernel(const Wna16FastArgs w
     const int64_t n = n0 + nl;
     if (m0 + ml < M && n < w.N) {
       float v = 0.0f;
-      for (int q = 0; q < splits; ++q) v += __ldcg(ws + (static_cast<int64_t>(q) * tile_count + tile_index) * (TM * 64) + i);
+      for (int q = 0; q < splits; ++q)
+        v += __ldcg(ws + (static_cast<int64_t>(q) * tile_count + tile_index) * (TM * 64) + i);
       if (bias) v += bias[n];
       y[static_cast<int64_t>(m0 + ml) * w.N + n] = to_bits(v, BF16);
     }
@@ -335,7 +227,8 @@ int occupancy_of() {
   static int cached = 0;
   if (cached == 0) {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BITS, BF16, MT, ZP>, kWarps * 32, 0) != cudaSuccess)
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BITS, BF16, MT, ZP>, kWarps * 32, 0) !=
+        cudaSuccess)
       n = 1;
     cached = n < 1 ? 1 : n;
   }
@@ -349,16 +242,19 @@ auto dispatch(int bits, bool bf16, int mt, bool zp, F&& f) {
   if (bits == B && bf16 == H && mt == T && zp == Z) return f.template operator()<B, H, T, Z>();
 #define QLM_W4F_MT(B, H, Z) QLM_W4F_CASE(B, H, 1, Z) QLM_W4F_CASE(B, H, 2, Z) QLM_W4F_CASE(B, H, 4, Z)
 #define QLM_W4F_Z(B, H) QLM_W4F_MT(B, H, false) QLM_W4F_MT(B, H, true)
-  QLM_W4F_Z(4, true) QLM_W4F_Z(4, false) QLM_W4F_Z(8, true) QLM_W4F_Z(8, false)
+  QLM_W4F_Z(4, true)
+  QLM_W4F_Z(4, false) QLM_W4F_Z(8, true) QLM_W4F_Z(8, false)
 #undef QLM_W4F_Z
 #undef QLM_W4F_MT
 #undef QLM_W4F_CASE
-  return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
+      return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
 }
 
 struct OccupancyF {
   template <int B, bool H, int T, bool Z>
-  int operator()() const { return occupancy_of<B, H, T, Z>(); }
+  int operator()() const {
+    return occupancy_of<B, H, T, Z>();
+  }
 };
 
 struct GemmF {
@@ -372,7 +268,9 @@ struct GemmF {
   void* y;
   cudaStream_t stream;
   template <int B, bool H, int T, bool Z>
-  cudaError_t operator()() const { return gemm_launch<B, H, T, Z>(w, x, ldx, M, splits, ws, counters, bias, y, stream); }
+  cudaError_t operator()() const {
+    return gemm_launch<B, H, T, Z>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
+  }
 };
 
 }  // namespace
@@ -384,13 +282,13 @@ cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const 
   const int64_t total = M * rows;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 4096);
-  gather_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const uint16_t*>(x), M, K, row_source,
-                                                                      rows, static_cast<uint16_t*>(xg));
+  gather_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const uint16_t*>(x), M, K,
+                                                                       row_source, rows, static_cast<uint16_t*>(xg));
   return cudaGetLastError();
 }
 
-cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits,
-                                   float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
+cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
+                                   unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
   return dispatch(w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
                   GemmF{w, x, ldx, M, splits, ws, counters, bias, y, stream});
 }
@@ -399,14 +297,22 @@ cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStr
   dim3 grid(static_cast<unsigned>((w.k_tiles + 3) / 4), static_cast<unsigned>(w.n_blocks));
   auto* o = static_cast<uint16_t*>(out);
   const bool zp = w.zeros != nullptr;
-  if (w.bits == 4 && w.bf16 && zp) dequant_kernel<4, true, true><<<grid, 128, 0, stream>>>(w, o);
-  else if (w.bits == 4 && w.bf16) dequant_kernel<4, true, false><<<grid, 128, 0, stream>>>(w, o);
-  else if (w.bits == 4 && zp) dequant_kernel<4, false, true><<<grid, 128, 0, stream>>>(w, o);
-  else if (w.bits == 4) dequant_kernel<4, false, false><<<grid, 128, 0, stream>>>(w, o);
-  else if (w.bf16 && zp) dequant_kernel<8, true, true><<<grid, 128, 0, stream>>>(w, o);
-  else if (w.bf16) dequant_kernel<8, true, false><<<grid, 128, 0, stream>>>(w, o);
-  else if (zp) dequant_kernel<8, false, true><<<grid, 128, 0, stream>>>(w, o);
-  else dequant_kernel<8, false, false><<<grid, 128, 0, stream>>>(w, o);
+  if (w.bits == 4 && w.bf16 && zp)
+    dequant_kernel<4, true, true><<<grid, 128, 0, stream>>>(w, o);
+  else if (w.bits == 4 && w.bf16)
+    dequant_kernel<4, true, false><<<grid, 128, 0, stream>>>(w, o);
+  else if (w.bits == 4 && zp)
+    dequant_kernel<4, false, true><<<grid, 128, 0, stream>>>(w, o);
+  else if (w.bits == 4)
+    dequant_kernel<4, false, false><<<grid, 128, 0, stream>>>(w, o);
+  else if (w.bf16 && zp)
+    dequant_kernel<8, true, true><<<grid, 128, 0, stream>>>(w, o);
+  else if (w.bf16)
+    dequant_kernel<8, true, false><<<grid, 128, 0, stream>>>(w, o);
+  else if (zp)
+    dequant_kernel<8, false, true><<<grid, 128, 0, stream>>>(w, o);
+  else
+    dequant_kernel<8, false, false><<<grid, 128, 0, stream>>>(w, o);
   return cudaGetLastError();
 }
 

@@ -32,8 +32,19 @@ cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const 
 // y[M, N] = x · W (+ bias). x: [M, ldx] 16-bit in packed-row order (ldx % 4 == 0). Grid:
 // m-tiles x n_blocks x splits; splits > 1 needs ws (floats: splits * m_tiles * n_blocks * 512 * mt)
 // and counters (n_blocks * m_tiles unsigned, zero; left zero).
-cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits,
-                                   float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
+                                   unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+// Tiled GEMM (wna16_tiled_kernels.cu): block tiles of 256 columns x 8 * mt tokens, mt in {1, 2, 4, 8},
+// a cp.async shared-memory pipeline over stages of 8 k-tiles, split-K over blockIdx.z.
+constexpr int kWna16TiledCols = 256;
+inline int wna16_tiled_mt(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8; }
+// Resident blocks per multiprocessor (0: the instantiation cannot be launched).
+int wna16_tiled_occupancy(const Wna16FastArgs& w, int mt);
+// y[M, N] = x · W (+ bias); x: [M, ldx] 16-bit in packed-row order, 16-byte aligned, ldx % 8 == 0.
+// Grid: m-tiles x column tiles x splits; splits > 1 needs ws (floats: splits * m_tiles * n_tiles *
+// 8 * mt * 256) and counters (m_tiles * n_tiles unsigned, zero; left zero).
+cudaError_t launch_wna16_tiled_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int splits,
+                                    float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

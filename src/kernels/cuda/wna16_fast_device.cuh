@@ -1,0 +1,123 @@
+// Device helpers shared by the kernels of `cuda_wna16_fast` (wna16_fast_kernels.cu, the GEMV-style
+// split-K kernel and the dequantizer; wna16_tiled_kernels.cu, the tiled GEMM): the MMA, the streaming
+// cache policy and the exact code -> act-dtype conversion of one A fragment (layout:
+// wna16_fast_layout.h).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace qlm::cuda {
+
+template <bool BF16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* ptr, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr), "l"(policy));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t sub_mul(uint32_t v, uint32_t z, uint32_t s) {
+  uint32_t r;
+  if constexpr (BF16) {
+    __nv_bfloat162 a = *reinterpret_cast<__nv_bfloat162*>(&v);
+    const __nv_bfloat162 zz = *reinterpret_cast<__nv_bfloat162*>(&z);
+    const __nv_bfloat162 ss = *reinterpret_cast<__nv_bfloat162*>(&s);
+    a = __hmul2(__hsub2(a, zz), ss);
+    r = *reinterpret_cast<uint32_t*>(&a);
+  } else {
+    __half2 a = *reinterpret_cast<__half2*>(&v);
+    const __half2 zz = *reinterpret_cast<__half2*>(&z);
+    const __half2 ss = *reinterpret_cast<__half2*>(&s);
+    a = __hmul2(__hsub2(a, zz), ss);
+    r = *reinterpret_cast<uint32_t*>(&a);
+  }
+  return r;
+}
+
+__device__ __forceinline__ uint32_t lop_and_or(uint32_t a, uint32_t mask, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));  // (a & b) | c
+  return r;
+}
+
+// A fragment of one 16x16 tile from the thread's BITS/4 code words: a_p = (code - zero) * scale,
+// zero/scale pair 0 for rows g (p even), 1 for rows g + 8 (p odd).
+template <int BITS, bool BF16>
+__device__ __forceinline__ void dequant_tile(uint32_t w0, uint32_t w1, uint32_t s0, uint32_t s1, uint32_t z0,
+                                             uint32_t z1, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    uint32_t raw;
+    if constexpr (BITS == 4) {
+      raw = lop_and_or(w0 >> (4 * p), 0x000F000Fu, BF16 ? 0x43004300u : 0x64006400u);
+    } else if constexpr (!BF16) {
+      const uint32_t w = p < 2 ? w0 : w1;
+      raw = lop_and_or(w >> (8 * (p & 1)), 0x00FF00FFu, 0x64006400u);
+    } else {
+      const uint32_t w = p < 2 ? w0 : w1;
+      const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u + (p & 1))) - 8388608.0f;
+      const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7442u + (p & 1))) - 8388608.0f;
+      __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+      raw = *reinterpret_cast<uint32_t*>(&h);
+    }
+    a[p] = sub_mul<BF16>(raw, (p & 1) ? z1 : z0, (p & 1) ? s1 : s0);
+  }
+}
+
+template <int BITS, bool BF16>
+__device__ __forceinline__ void dequant_block_tile(const uint4 (&wv)[BITS / 4], const uint4& sv, const uint4& zv, int j,
+                                                   uint32_t (&a)[4]) {
+  const uint32_t sw = word_of(sv, j), zw = word_of(zv, j);
+  const uint32_t s0 = __byte_perm(sw, 0, 0x1010), s1 = __byte_perm(sw, 0, 0x3232);
+  const uint32_t z0 = __byte_perm(zw, 0, 0x1010), z1 = __byte_perm(zw, 0, 0x3232);
+  uint32_t w0, w1 = 0;
+  if constexpr (BITS == 4) {
+    w0 = word_of(wv[0], j);
+  } else {
+    w0 = word_of(wv[j >> 1], (j & 1) * 2);
+    w1 = word_of(wv[j >> 1], (j & 1) * 2 + 1);
+  }
+  dequant_tile<BITS, BF16>(w0, w1, s0, s1, z0, z1, a);
+}
+
+__device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
+  if (bf16) {
+    __nv_bfloat16 h = __float2bfloat16_rn(v);
+    return *reinterpret_cast<uint16_t*>(&h);
+  }
+  __half h = __float2half_rn(v);
+  return *reinterpret_cast<uint16_t*>(&h);
+}
+
+}  // namespace qlm::cuda
