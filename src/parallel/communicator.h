@@ -19,6 +19,8 @@ class Communicator {
   virtual void all_reduce_sum(Tensor& t) = 0;
   // Concatenates every rank's contiguous tensor along dim `dim` (same shapes), in rank order.
   virtual Tensor all_gather(const Tensor& t, int dim) = 0;
+  // Overwrites every rank's contiguous tensor with rank `root`'s (same shape and dtype everywhere).
+  virtual void broadcast(Tensor& t, int root) = 0;
   virtual void barrier() = 0;
 };
 

@@ -64,6 +64,18 @@ class LocalComm final : public Communicator {
     return out;
   }
 
+  void broadcast(Tensor& t, int root) override {
+    publish(t);
+    check_inputs("broadcast", /*f32_only=*/false);
+    if (root < 0 || root >= shared_->size) {
+      shared_->sync.arrive_and_wait();
+      fail("comm.rank", {}, "", "broadcast: root {} out of range for a group of {}", root, shared_->size);
+    }
+    const Tensor& src = *shared_->inputs[static_cast<size_t>(root)];
+    if (rank_ != root && t.nbytes()) std::memcpy(t.raw_data(), src.raw_data(), t.nbytes());
+    shared_->sync.arrive_and_wait();  // the root's tensor is read by everyone before it may change
+  }
+
   void barrier() override { shared_->sync.arrive_and_wait(); }
 
  private:

@@ -92,6 +92,14 @@ class NcclComm final : public Communicator {
     return out;
   }
 
+  void broadcast(Tensor& t, int root) override {
+    require_device(t, "broadcast");
+    if (root < 0 || root >= size_)
+      fail("comm.rank", {}, "", "broadcast: root {} out of range for a group of {}", root, size_);
+    cuda::Context& ctx = cuda::context(device_);
+    QLM_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclChar, root, comm_, ctx.stream));
+  }
+
   void barrier() override {
     cuda::Context& ctx = cuda::context(device_);
     Tensor one = Tensor::zeros({1}, DType::F32, Device::cuda(device_));

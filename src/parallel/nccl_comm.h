@@ -1,12 +1,13 @@
 // Tensor parallelism across GPUs through NCCL, behind the same Communicator interface as the
 // in-process group. One communicator per rank; each rank drives one GPU. Ranks find each other
-// through an NCCL unique id that rank 0 creates and publishes: as a file (a shared directory, or
-// the local disk for ranks on one host) — see publish_nccl_id / wait_for_nccl_id. NVLink multicast
+// through an NCCL unique id that rank 0 creates: passed in memory to ranks that are threads of one
+// process, and through the rendezvous directory (parallel/rendezvous.h) to ranks in other processes
+// (publish_nccl_id / wait_for_nccl_id below are the bare single-file exchange). NVLink multicast
 // stays off (NCCL_NVLS_ENABLE=0 is set before the first communicator unless the user set it).
 //
 // Collectives run on the device's qlm stream (cuda/context.h), so they are ordered with every
 // kernel of the step, and take device tensors: all_reduce_sum in F32, F16 or BF16; all_gather of
-// any dtype along any dimension.
+// any dtype along any dimension; broadcast of any dtype.
 #pragma once
 
 #include <array>

@@ -37,7 +37,8 @@ GenerationResult generate(Model& model, std::span<const int32_t> prompt, const G
   result.stats.prefill_seconds = since(start);
   start = Clock::now();
   while (true) {
-    const int32_t next = sampler.sample(row(logits));
+    // Ranks of a multi-process TP group continue with rank 0's choice (identity in one process).
+    const int32_t next = model.agree_on_token(sampler.sample(row(logits)));
     result.tokens.push_back(next);
     ++result.stats.generated_tokens;
     if (on_token) on_token(next);

@@ -12,6 +12,7 @@
 #include "models/decoder_model.h"
 #include "parallel/communicator.h"
 #include "parallel/nccl_comm.h"
+#include "parallel/rendezvous.h"
 #include "quant/quantization_config.h"
 #include "quant/unquantized.h"
 #include "runtime/kv_cache_scales.h"
@@ -24,12 +25,37 @@ struct Model::Impl {
   std::unique_ptr<QuantizationConfig> quant;
   std::unique_ptr<LocalCommGroup> group;  // tp > 1 on the CPU: in-process ranks
   std::vector<std::unique_ptr<Communicator>> gpu_comms;  // tp > 1 on CUDA: one NCCL rank per GPU
-  std::vector<std::unique_ptr<models::DecoderModel>> ranks;
+  std::vector<std::unique_ptr<models::DecoderModel>> ranks;  // the ranks this process runs
+  int tp = 1;
+  std::optional<int> joined_rank;  // set when this process is one rank of a multi-process group
 };
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The communicator of a rank in a multi-process group, before and after it has met the others:
+// layers keep this pointer from construction, and NCCL is attached once the rank has loaded and
+// passed the rendezvous (nothing communicates before the first forward).
+class JoinedComm final : public Communicator {
+ public:
+  JoinedComm(int rank, int size) : rank_(rank), size_(size) {}
+  void attach(std::unique_ptr<Communicator> nccl) { nccl_ = std::move(nccl); }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(Tensor& t) override { joined().all_reduce_sum(t); }
+  Tensor all_gather(const Tensor& t, int dim) override { return joined().all_gather(t, dim); }
+  void broadcast(Tensor& t, int root) override { joined().broadcast(t, root); }
+  void barrier() override { joined().barrier(); }
+
+ private:
+  Communicator& joined() {
+    QLM_CHECK(nccl_ != nullptr);  // Model::load attaches NCCL before it returns
+    return *nccl_;
+  }
+  int rank_, size_;
+  std::unique_ptr<Communicator> nccl_;
+};
 
 uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& rank0) {
   uint64_t total = 0;
@@ -57,7 +83,7 @@ void check_device(const ModelOptions& options, const std::filesystem::path& mode
          count == 0 ? "check the driver and that a GPU is visible (nvidia-smi), or use --device cpu"
                     : fmt::format("use --device cuda:0 .. cuda:{}, or --device cpu", count - 1),
          "{} was requested but {} CUDA device(s) are visible", options.device.str(), count);
-  if (options.tp == 1) return;
+  if (options.tp == 1 || options.tp_rank) return;  // a joined rank's device: check_joined_rank
   if (!nccl_available())
     fail("model.tp", where, "use --tp 1 with --device cuda, or rebuild with NCCL installed",
          "tensor-parallel size {} on {} needs NCCL, which this qlm was built without", options.tp, options.device.str());
@@ -65,6 +91,33 @@ void check_device(const ModelOptions& options, const std::filesystem::path& mode
     fail("model.tp", where, fmt::format("use --tp {} or less on this machine, or --device cpu", count - options.device.index),
          "tensor-parallel size {} on CUDA needs one GPU per rank (cuda:{} .. cuda:{}) but {} CUDA device(s) are visible",
          options.tp, options.device.index, options.device.index + options.tp - 1, count);
+}
+
+// One rank of a multi-process group: CUDA, NCCL, a rank inside the group, a rendezvous; returns
+// the rank's GPU.
+Device check_joined_rank(const ModelOptions& options, const std::filesystem::path& model_dir) {
+  const ErrorContext where{.file = model_dir.string(), .tensor = {}, .layer = {}};
+  const int rank = *options.tp_rank;
+  if (options.tp < 2)
+    fail("model.tp", where, "pass --tp N (N >= 2) with --tp-rank, or leave --tp-rank out",
+         "tensor-parallel rank {} was given but the tensor-parallel size is {}", rank, options.tp);
+  if (rank < 0 || rank >= options.tp)
+    fail("model.tp", where, fmt::format("use a rank in 0 .. {}", options.tp - 1),
+         "tensor-parallel rank {} is outside the group of {} ranks", rank, options.tp);
+  if (options.device.is_cpu())
+    fail("model.tp", where, "use --device cuda (one process per GPU); on the CPU --tp N runs its ranks as threads",
+         "multi-process tensor parallelism (rank {} of {}) needs CUDA and NCCL, but the device is cpu", rank,
+         options.tp);
+  if (options.rendezvous.empty())
+    fail("model.tp", where, "pass the same --rendezvous DIR to every rank",
+         "tensor-parallel rank {} of {} has no rendezvous to meet the other ranks", rank, options.tp);
+  if (!cuda_backend_built())
+    fail("device.unavailable", where, "rebuild qlm with the CUDA toolkit installed (QLM_CUDA=AUTO or ON)",
+         "tensor-parallel rank {} of {} needs CUDA but this qlm was built without the CUDA backend", rank, options.tp);
+  if (!nccl_available())
+    fail("model.tp", where, "rebuild with NCCL installed",
+         "tensor-parallel rank {} of {} needs NCCL, which this qlm was built without", rank, options.tp);
+  return tp_rank_device(options, cuda_devices().size());
 }
 
 // The format must run on this GPU generation and with these activations.
@@ -84,6 +137,23 @@ void check_quant_on_device(const QuantizationConfig& quant, Device device, int c
 }
 
 }  // namespace
+
+Device tp_rank_device(const ModelOptions& options, size_t visible) {
+  QLM_CHECK(options.tp_rank.has_value());
+  const int rank = *options.tp_rank;
+  if (visible == 0)
+    fail("device.unavailable", {}, "check the driver and that a GPU is visible (nvidia-smi)",
+         "tensor-parallel rank {} needs a GPU but no CUDA device is visible", rank);
+  if (options.tp_gpu) {
+    if (*options.tp_gpu < 0 || static_cast<size_t>(*options.tp_gpu) >= visible)
+      fail("model.tp", {}, fmt::format("use --tp-gpu 0 .. {}", visible - 1),
+           "tensor-parallel rank {} was given GPU cuda:{} but {} CUDA device(s) are visible", rank, *options.tp_gpu,
+           visible);
+    return Device::cuda(*options.tp_gpu);
+  }
+  const int base = options.device.is_cpu() ? 0 : options.device.index;
+  return Device::cuda(static_cast<int>((static_cast<size_t>(base) + static_cast<size_t>(rank)) % visible));
+}
 
 DType activation_dtype(const ModelOptions& options) {
   if (options.device.is_cpu()) {
@@ -106,6 +176,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   const auto start = Clock::now();
   if (options.tp < 1 || options.tp > 64)
     fail("model.tp", {}, "use a tensor-parallel size of at least 1", "tensor-parallel size {} is invalid", options.tp);
+  const std::optional<int> joined = options.tp_rank;
+  const Device joined_device = joined ? check_joined_rank(options, model_dir) : options.device;
   check_device(options, model_dir);
   const DType act_dtype = activation_dtype(options);
   set_compute_threads(options.threads);
@@ -130,11 +202,26 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
       fail("model.tp", {.file = hf.raw.source(), .tensor = {}, .layer = {}},
            "choose a tensor-parallel size that divides it", "{} = {} is not divisible by the tensor-parallel size {}",
            what, n, tp);
+  m.tp = tp;
+  m.joined_rank = joined;
+  // The ranks this process runs: all of them, or the one it joined as.
+  const int local_ranks = joined ? 1 : tp;
+  auto global_rank = [&](int i) { return joined ? *joined : i; };
   auto rank_device = [&](int r) {
+    if (joined) return joined_device;
     return options.device.is_cpu() ? options.device : Device::cuda(options.device.index + r);
   };
+  const Device first_device = rank_device(global_rank(0));
+  const int capability = first_device.is_cpu() ? 0 : cuda_capability(first_device.index);
+  if (m.quant) check_quant_on_device(*m.quant, first_device, capability, act_dtype);
   if (tp > 1 && options.device.is_cpu()) m.group = std::make_unique<LocalCommGroup>(tp);
-  if (tp > 1 && !options.device.is_cpu()) {
+  JoinedComm* joined_comm = nullptr;
+  if (joined) {
+    // NCCL comes after the load (below); the layers hold this forwarding communicator until then.
+    auto comm = std::make_unique<JoinedComm>(*joined, tp);
+    joined_comm = comm.get();
+    m.gpu_comms.push_back(std::move(comm));
+  } else if (tp > 1 && !options.device.is_cpu()) {
     // Every rank joins the NCCL group at once (ncclCommInitRank waits for all of them).
     const NcclId id = make_nccl_id();
     m.gpu_comms.resize(static_cast<size_t>(tp));
@@ -145,13 +232,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   auto tp_context = [&](int r) -> TpContext {
     if (tp == 1) return {};
     if (m.group) return m.group->context(r);
+    if (joined) return {.rank = r, .size = tp, .comm = m.gpu_comms.front().get()};
     return {.rank = r, .size = tp, .comm = m.gpu_comms[static_cast<size_t>(r)].get()};
   };
-  const int capability = options.device.is_cpu() ? 0 : cuda_capability(options.device.index);
-  if (m.quant) check_quant_on_device(*m.quant, options.device, capability, act_dtype);
   // The kernels hold their own (repacked) copies: the checkpoint-layout parameters are freed once
   // each layer is finalized. Nothing in the runtime reads them afterwards.
-  const QuantContext ctx{.device = options.device, .capability = capability, .act_dtype = act_dtype,
+  const QuantContext ctx{.device = first_device, .capability = capability, .act_dtype = act_dtype,
                          .kernels = options.kernels, .release_checkpoint_tensors = true};
   const models::TensorDtypeLookup dtypes = models::checkpoint_dtypes(checkpoint);
   // KV cache: the storage the user chose (auto: the activation dtype, or fp8 for a compressed-tensors
@@ -160,7 +246,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   const KVCacheDType kv_choice = resolve_kv_cache_dtype(options.kv_cache_dtype, m.quant.get());
   check_kv_cache_dtype(kv_choice, m.quant.get());
   const ops::KvDType kv_storage = kv_storage_dtype(kv_choice, act_dtype);
-  for (int r = 0; r < tp; ++r) {
+  for (int i = 0; i < local_ranks; ++i) {
+    const int r = global_rank(i);
     QuantContext rank_ctx = ctx;
     rank_ctx.device = rank_device(r);
     if (!rank_ctx.device.is_cpu()) rank_ctx.capability = cuda_capability(rank_ctx.device.index);
@@ -181,19 +268,31 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
   model->plan_ = build_load_plan(*m.ranks.front(), m.quant.get());
   model->linear_weight_bytes_ = linear_bytes(checkpoint, *m.ranks.front());
 
-  std::vector<LoadReport> reports(static_cast<size_t>(tp));
-  run_on_ranks(tp, [&](int r) {
-    reports[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->load(checkpoint, r == 0 ? options.progress
-                                                                                            : ProgressCallback{});
+  // Each rank reads only what it keeps: tensors come from the memory-mapped checkpoint and the
+  // parameters copy out this rank's slice, so a rank's reads are the pages of its slices (plus the
+  // replicated tensors) — docs/architecture.md, "Tensor parallelism".
+  std::vector<LoadReport> reports(static_cast<size_t>(local_ranks));
+  run_on_ranks(local_ranks, [&](int i) {
+    reports[static_cast<size_t>(i)] =
+        m.ranks[static_cast<size_t>(i)]->load(checkpoint, global_rank(i) == 0 ? options.progress : ProgressCallback{});
   });
   for (size_t r = 0; r < kv_methods.size(); ++r) finish_kv_cache_methods(kv_methods[r], *m.ranks[r]);
+  if (joined_comm) {
+    // The other ranks are other processes. Meeting them only now means that whatever fails while
+    // declaring or loading a rank (kernels, memory, the checkpoint) fails before any rank waits in
+    // NCCL, which has no time limit: the others then stop at the rendezvous' timeout with a message.
+    const RendezvousOptions meet{.dir = options.rendezvous, .rank = *joined, .size = tp,
+                                 .timeout = options.rendezvous_timeout, .poll = options.rendezvous_poll};
+    const NcclId id = rendezvous(meet, [] { return make_nccl_id(); });
+    joined_comm->attach(make_nccl_communicator(id, *joined, tp, joined_device.index));
+  }
   model->kv_dtype_ = kv_storage;
   model->kv_report_ = ops::kv_dtype_is_fp8(kv_storage)
                           ? runtime::kv_cache_report(kv_methods.front())
                           : fmt::format("KV cache {}{}", ops::kv_dtype_name(kv_storage),
                                         options.kv_cache_dtype == KVCacheDType::Auto ? " (auto: the activation dtype)" : "");
   model->report_ = reports.front();
-  model->device_ = options.device;
+  model->device_ = first_device;
   model->act_dtype_ = act_dtype;
   model->load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return model;
@@ -201,7 +300,16 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
 
 const models::ModelConfig& Model::config() const { return impl_->config; }
 int64_t Model::vocab_size() const { return impl_->config.vocab_size; }
-int Model::tp() const { return static_cast<int>(impl_->ranks.size()); }
+int Model::tp() const { return impl_->tp; }
+int Model::tp_rank() const { return impl_->joined_rank.value_or(0); }
+bool Model::joined_group() const { return impl_->joined_rank.has_value(); }
+
+int32_t Model::agree_on_token(int32_t token) {
+  if (!impl_->joined_rank) return token;  // one process: rank 0's sampler is the only one
+  Tensor t = Tensor::from_vector(std::vector<int32_t>{token}, {1}).to_device(device_);
+  impl_->gpu_comms.front()->broadcast(t, 0);
+  return t.to_device(Device::cpu()).data<int32_t>()[0];
+}
 int64_t Model::cache_length() const { return impl_->ranks.front()->cache_length(); }
 
 void Model::reset(int64_t length) {
@@ -230,10 +338,10 @@ Tensor Model::forward(std::span<const int32_t> tokens, std::span<const int64_t> 
            "position {} at index {}: the sequence holds {} tokens, so the next position is {}", positions[i], i, past,
            past + static_cast<int64_t>(i));
   }
-  const int tp = this->tp();
-  if (tp == 1) return impl_->ranks.front()->forward(tokens, positions, all_logits);
-  std::vector<Tensor> out(static_cast<size_t>(tp));
-  run_on_ranks(tp, [&](int r) {
+  const int local_ranks = static_cast<int>(impl_->ranks.size());
+  if (local_ranks == 1) return impl_->ranks.front()->forward(tokens, positions, all_logits);
+  std::vector<Tensor> out(static_cast<size_t>(local_ranks));
+  run_on_ranks(local_ranks, [&](int r) {
     out[static_cast<size_t>(r)] = impl_->ranks[static_cast<size_t>(r)]->forward(tokens, positions, all_logits);
   });
   return out.front();

@@ -5,8 +5,10 @@
 // and returns logits.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -36,7 +38,23 @@ struct ModelOptions {
   // Activation dtype of the linear layers: F32 only on the CPU; on CUDA BF16 when unset, or F16 / F32.
   std::optional<DType> act_dtype{};
   ProgressCallback progress{};               // called by rank 0 while tensors load
+
+  // Multi-process tensor parallelism on CUDA (one process per GPU, docs/architecture.md): with
+  // tp_rank set, this process is rank *tp_rank of `tp`, builds and loads only that rank, then joins
+  // the others through the rendezvous directory (parallel/rendezvous.h) and NCCL. The timeout bounds
+  // the wait at the rendezvous, i.e. how much later than this one the slowest rank may finish loading.
+  // Unset: every rank runs in this process.
+  std::optional<int> tp_rank{};
+  std::filesystem::path rendezvous{};
+  std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(10)};
+  std::function<void()> rendezvous_poll{};  // called while waiting for the other ranks; may throw
+  // This rank's GPU; unset: cuda:((device.index + tp_rank) mod the number of visible GPUs).
+  std::optional<int> tp_gpu{};
 };
+
+// The GPU rank *options.tp_rank uses when `visible` GPUs are visible (see ModelOptions::tp_gpu).
+// Throws "model.tp" when there is none to use.
+Device tp_rank_device(const ModelOptions& options, size_t visible);
 
 // The activation dtype a load with `options` uses (F32 on the CPU, BF16 by default on CUDA).
 // Throws "model.act_dtype" for a dtype the device cannot run.
@@ -68,7 +86,9 @@ class Model {
  public:
   // Throws qlm::Error: config.*, model.unknown_architecture, checkpoint.*, loader.*, kernel.*,
   // device.unavailable (no such CUDA device, or a build without CUDA), device.capability (GPU too
-  // old for the format), model.act_dtype, model.tp (TP size that does not fit; tp > 1 on CUDA),
+  // old for the format), model.act_dtype, model.tp (TP size that does not fit, one GPU per rank
+  // missing, NCCL missing, a tp_rank outside the group or without CUDA), comm.rendezvous / comm.nccl
+  // (multi-process ranks that do not meet),
   // config.kv_cache_dtype (fp8_e5m2 with a checkpoint's own KV scales), kv_cache.* (bad scales).
   static std::unique_ptr<Model> load(const std::filesystem::path& model_dir, const ModelOptions& options = {});
   ~Model();
@@ -78,7 +98,16 @@ class Model {
   const LoadPlan& plan() const { return plan_; }
   const LoadReport& load_report() const { return report_; }
   double load_seconds() const { return load_seconds_; }
+  // The tensor-parallel size, and this process's rank in it: 0 when this process runs every rank,
+  // ModelOptions::tp_rank when it runs one rank of a multi-process group.
   int tp() const;
+  int tp_rank() const;
+  // Whether this process holds one rank of a multi-process group (the others run elsewhere).
+  bool joined_group() const;
+  // The token every rank continues with: rank 0's. Ranks of a multi-process group sample each on
+  // their own; this broadcast keeps their sequences (and so their collectives) identical whatever
+  // their sampling. Every rank must call it at the same step. Identity in a single process.
+  int32_t agree_on_token(int32_t token);
   Device device() const { return device_; }
   DType act_dtype() const { return act_dtype_; }
   // The KV cache's storage, and one line on it: "KV cache f32", or for fp8 where its scales came

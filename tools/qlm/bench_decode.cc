@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "tools/qlm/commands.h"
 #include "tools/qlm/model_options.h"
+#include "tools/qlm/tp_launch.h"
 
 namespace qlm::cli {
 namespace {
@@ -98,7 +99,10 @@ void bench_decode(const BenchDecodeOptions& o) {
     bench::write_synthetic_gptq_llama(dir, *shape);
     write_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
+  // --tp-procs: the children load the checkpoint rank 0 just wrote (MODEL is replaced by its path).
+  TpLaunch launch = TpLaunch::start(o.model, options, temp.dir);
   auto model = runtime::Model::load(dir, options);
+  // Every rank has mapped the checkpoint once rank 0's load returns (they open it before meeting).
   std::error_code ec;
   if (!temp.dir.empty()) fs::remove_all(temp.dir, ec);
 
@@ -120,12 +124,15 @@ void bench_decode(const BenchDecodeOptions& o) {
   const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
   const double tok_s = static_cast<double>(o.tokens) / decode_s;
   const double bytes = static_cast<double>(model->linear_weight_bytes());
+  launch.finish();
+  if (!prints_results(o.model)) return;  // rank 0 of a multi-process group reports
 
   nlohmann::ordered_json j;
   j["model"] = o.model.model_dir;
   j["device"] = options.device.str();
   j["act_dtype"] = dtype_name(model->act_dtype());
   j["tp"] = model->tp();
+  j["tp_procs"] = model->joined_group();
   j["kernels"] = model->plan().summary();
   j["load_s"] = model->load_seconds();
   if (write_s > 0) j["synthetic_write_s"] = write_s;
@@ -157,7 +164,7 @@ void register_bench_decode_command(CLI::App& app) {
   cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
   cmd->add_option("--tmp", opts->tmp, "Parent directory of a synthetic checkpoint (default: system temp dir)");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->callback([opts] { bench_decode(*opts); });
+  cmd->callback([opts] { run_as_rank(opts->model, [&] { bench_decode(*opts); }); });
 }
 
 }  // namespace qlm::cli

@@ -11,6 +11,7 @@
 #include "tools/qlm/commands.h"
 #include "tools/qlm/load_progress.h"
 #include "tools/qlm/model_options.h"
+#include "tools/qlm/tp_launch.h"
 
 namespace qlm::cli {
 namespace {
@@ -36,6 +37,8 @@ void run_generate(const GenerateArgs& args) {
                                          .seed = args.seed};
   runtime::validate(sampling);
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::Tokenizer::from_model_dir(args.model.model_dir);
+  TpLaunch launch = TpLaunch::start(args.model, options);
+  const bool prints = prints_results(args.model);  // rank 0 only in a multi-process group
   LoadProgressBar progress;
   options.progress = progress.callback();
   std::unique_ptr<runtime::Model> model;
@@ -50,8 +53,11 @@ void run_generate(const GenerateArgs& args) {
   const std::vector<int32_t> prompt = tokenizer->encode(args.prompt, /*add_special_tokens=*/true);
   runtime::GenerationOptions gen{.max_tokens = args.max_tokens, .sampling = sampling, .eos_ids = tokenizer->eos_ids()};
   runtime::StreamDecoder decoder(*tokenizer);
-  const runtime::GenerationResult result =
-      runtime::generate(*model, prompt, gen, [&](int32_t id) { write_out(decoder.push(id)); });
+  const runtime::GenerationResult result = runtime::generate(*model, prompt, gen, [&](int32_t id) {
+    if (prints) write_out(decoder.push(id));
+  });
+  launch.finish();
+  if (!prints) return;
   write_out(decoder.finish() + "\n");
 
   const runtime::GenerationStats& s = result.stats;
@@ -65,6 +71,9 @@ void run_generate(const GenerateArgs& args) {
                std::string(dtype_name(model->act_dtype())).c_str());
   std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "layers: %s\n", model->plan().summary().c_str());
+  if (model->tp() > 1)
+    std::fprintf(stderr, "tensor parallel: %d ranks, %s\n", model->tp(),
+                 model->joined_group() ? "one process per GPU" : "in this process");
 }
 
 }  // namespace
@@ -79,7 +88,7 @@ void register_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens (0: all)")->default_str("0");
   cmd->add_option("--top-p", args->top_p, "Keep the smallest set of tokens with this probability mass")->default_str("1");
   cmd->add_option("--seed", args->seed, "Random seed for sampling")->default_str("0");
-  cmd->callback([args] { run_generate(*args); });
+  cmd->callback([args] { run_as_rank(args->model, [&] { run_generate(*args); }); });
 }
 
 }  // namespace qlm::cli

@@ -12,6 +12,7 @@
 #include "tools/qlm/commands.h"
 #include "tools/qlm/load_progress.h"
 #include "tools/qlm/model_options.h"
+#include "tools/qlm/tp_launch.h"
 
 namespace qlm::cli {
 namespace {
@@ -49,6 +50,7 @@ std::vector<int32_t> parse_tokens(const std::string& text) {
 void run_logits(const LogitsArgs& args) {
   const std::vector<int32_t> tokens = parse_tokens(args.tokens);
   runtime::ModelOptions options = to_model_options(args.model);
+  TpLaunch launch = TpLaunch::start(args.model, options);
   LoadProgressBar progress;
   options.progress = progress.callback();
   std::unique_ptr<runtime::Model> model;
@@ -60,6 +62,8 @@ void run_logits(const LogitsArgs& args) {
   }
   progress.finish();
   const Tensor logits = model->forward(tokens, /*all_logits=*/true);
+  launch.finish();
+  if (!prints_results(args.model)) return;  // rank 0 of a multi-process group writes the file
   io::write_safetensors(args.out, {{"logits", logits}});
   std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "wrote %s: logits F32[%lld, %lld]; %s, activations %s; layers: %s\n", args.out.c_str(),
@@ -76,7 +80,7 @@ void register_logits_command(CLI::App& app) {
   add_model_options(cmd, args->model);
   cmd->add_option("--tokens", args->tokens, "Token ids, e.g. \"1 15043 29892\"")->required();
   cmd->add_option("--out", args->out, "Output .safetensors file (one F32 tensor 'logits' [T, vocab])")->required();
-  cmd->callback([args] { run_logits(*args); });
+  cmd->callback([args] { run_as_rank(args->model, [&] { run_logits(*args); }); });
 }
 
 }  // namespace qlm::cli

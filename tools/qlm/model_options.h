@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,22 @@ struct ModelCliOptions {
   std::string quantization;
   std::string kv_dtype = "auto";  // --kv-cache-dtype, parsed by parse_kv_cache_dtype
   std::string dtype;  // activation dtype; empty: the device's default (f32 on cpu, bf16 on cuda)
+  // Multi-process tensor parallelism on CUDA (tools/qlm/tp_launch.h): --tp-procs launches the
+  // other ranks; --tp-rank R with --rendezvous DIR joins a group as rank R; --tp-gpu picks its GPU.
+  bool tp_procs = false;
+  std::optional<int> tp_rank;
+  std::string rendezvous;
+  std::optional<int> tp_gpu;
+  double rendezvous_timeout_s = 600;
 };
 
 // Adds MODEL (positional, required) and the options above to `cmd`.
 void add_model_options(CLI::App* cmd, ModelCliOptions& options);
-// Throws "cli.device" / "cli.dtype" / "config.kv_cache_dtype" for values it cannot parse, and
-// "model.act_dtype" for an activation dtype the device cannot run (bf16 / f16 on cpu).
+// Throws "cli.device" / "cli.dtype" / "config.kv_cache_dtype" for values it cannot parse,
+// "model.act_dtype" for an activation dtype the device cannot run (bf16 / f16 on cpu), and "cli.tp"
+// for tensor-parallel options that do not go together (validate_tp_options).
 runtime::ModelOptions to_model_options(const ModelCliOptions& options);
+// "cli.tp" for --tp-procs / --tp-rank / --rendezvous / --tp-gpu combinations that cannot work.
+void validate_tp_options(const ModelCliOptions& options);
 
 }  // namespace qlm::cli
