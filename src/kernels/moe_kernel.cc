@@ -13,6 +13,11 @@ std::string MoEKernelConfig::describe() const {
                      w13_scheme, w2_scheme, uniform_experts ? "" : " (experts differ)", dtype_name(act_dtype));
 }
 
+Tensor MoEKernel::run_device(const Tensor& x, const Tensor&) const {
+  fail("kernel.device", {}, "run this MoE layer on the device its kernel was built for",
+       "fused-MoE kernel {} has no device path (input on {})", name(), x.device().str());
+}
+
 MoERouting make_routing(int64_t tokens, int64_t top_k, int64_t num_experts, std::vector<int32_t> ids,
                         std::vector<float> weights) {
   QLM_CHECK(tokens >= 0 && top_k > 0 && num_experts > 0);

@@ -5,10 +5,10 @@
 //
 // Kernels register per device in MoEKernelRegistry like the linear kernels. The CPU kernel
 // ("cpu_grouped", kernels/cpu/moe_grouped.cc) runs one pass per expert over its token group with the
-// expert's own prepared linear kernels (any format). A CUDA grouped kernel registers beside it with
-// device = CUDA; MoEKernelConfig carries what it needs to decide (format, scheme of every expert,
-// whether all experts share one scheme) and prepare() hands it every expert, whose methods can give
-// their standard-form weights to a stacked device layout.
+// expert's own prepared linear kernels (any format). The CUDA kernel ("cuda_grouped",
+// kernels/cuda/moe_cuda.cc) routes and groups on the device (run_device) and runs WNA16 experts in
+// one grouped launch per projection from their standard-form weights, every other format per expert
+// on the experts' own CUDA linear kernels.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 
 #include "core/tensor.h"
 #include "kernels/kernel_registry.h"
+#include "quant/wna16_weights.h"
 
 namespace qlm {
 
@@ -51,6 +52,7 @@ struct MoEKernelConfig {
   std::string format;          // "gptq", "fp8", "unquantized", ...
   std::string w13_scheme, w2_scheme;  // the experts' linear methods (describe()), "mixed" when they differ
   bool uniform_experts = true;  // every expert has the same w13 scheme and the same w2 scheme
+  bool renormalize = false;     // the router divides the top-k weights by their sum (run_device)
   DType act_dtype = DType::F32;
   Device device;
   int capability = 0;
@@ -62,6 +64,10 @@ struct MoEExpertOps {
   int64_t id = 0;  // global expert id
   std::function<Tensor(const Tensor&)> w13;  // x [n, H] -> gate | up [n, 2·I_p]
   std::function<Tensor(const Tensor&)> w2;   // a [n, I_p] -> partial [n, H]
+  // The projections' WNA16 standard form (this rank's slice), when their method is weight-only
+  // integer and the MoE method kept it for the kernel; null otherwise. Valid during prepare() only.
+  const WNA16Weights* w13_wna16 = nullptr;
+  const WNA16Weights* w2_wna16 = nullptr;
 };
 
 class MoEKernel {
@@ -73,6 +79,10 @@ class MoEKernel {
   // y [T, H] (zero-filled F32 on the host, allocated by the caller) += Σ_j w[t, j] · expert_j(x[t]).
   // Experts that receive no token are not touched.
   virtual void run(const Tensor& x, const MoERouting& routing, Tensor& y) const = 0;
+  // Device kernels: x [T, H] in the act dtype and router_logits [T, E] (F32, F16 or BF16) on the
+  // kernel's device; returns this rank's partial output F32 [T, H] on the device, routed with
+  // top_k and renormalize of the config. Host kernels refuse (kernel.device).
+  virtual Tensor run_device(const Tensor& x, const Tensor& router_logits) const;
 };
 
 using MoEKernelRegistry = KernelRegistry<MoEKernelConfig, MoEKernel>;

@@ -66,11 +66,33 @@ void FusedMoE::finalize() {
 }
 
 Tensor FusedMoE::forward(const Tensor& x, const Tensor& router_logits) {
+  if (!x.on_host()) return forward_device(x, router_logits);
   if (router_logits.dim() != 2 || router_logits.size(0) != x.size(0) || router_logits.size(1) != spec_.num_experts ||
       router_logits.dtype() != DType::F32 || !router_logits.on_host())
     fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "",
          "expects F32 router logits [{}, {}] on the host, got {}", x.size(0), spec_.num_experts, router_logits.str());
   return forward(x, select_experts(router_logits, spec_.top_k, spec_.renormalize));
+}
+
+Tensor FusedMoE::forward_device(const Tensor& x, const Tensor& router_logits) {
+  const ErrorContext where{.file = {}, .tensor = {}, .layer = prefix()};
+  if (x.dim() != 2 || x.size(1) != spec_.hidden_size || x.dtype() != ctx_.act_dtype || x.device() != ctx_.device)
+    fail("layer.input_shape", where, "", "expects {}[T, {}] input on {}, got {}", dtype_name(ctx_.act_dtype),
+         spec_.hidden_size, ctx_.device.str(), x.str());
+  const DType lt = router_logits.dtype();
+  if (router_logits.dim() != 2 || router_logits.size(0) != x.size(0) || router_logits.size(1) != spec_.num_experts ||
+      (lt != DType::F32 && lt != DType::F16 && lt != DType::BF16) || router_logits.device() != ctx_.device)
+    fail("layer.input_shape", where, "", "expects F32, F16 or BF16 router logits [{}, {}] on {}, got {}", x.size(0),
+         spec_.num_experts, ctx_.device.str(), router_logits.str());
+  if (!finalized_) finalize();
+  Tensor y = method_->apply_device(*this, x.contiguous(), router_logits.contiguous());
+  if (tp_.size > 1 && spec_.reduce_results) {
+    if (!tp_.comm)
+      fail("layer.no_comm", where, "pass a TpContext with a communicator",
+           "fused MoE layer at tensor-parallel size {} has no communicator to reduce its results", tp_.size);
+    tp_.comm->all_reduce_sum(y);
+  }
+  return y;
 }
 
 Tensor FusedMoE::forward(const Tensor& x, const MoERouting& routing) {

@@ -88,12 +88,15 @@ class FusedMoE {
   bool finalized() const { return finalized_; }
 
   // x [T, H] F32 on the host, router_logits [T, E] F32: the routed experts' output [T, H], summed over
-  // ranks when spec.reduce_results (every rank must call it with the same arguments).
+  // ranks when spec.reduce_results (every rank must call it with the same arguments). With x on a
+  // device: x in the context's act dtype, logits F32 / F16 / BF16 on the same device, routed there;
+  // the output is F32 on the device.
   Tensor forward(const Tensor& x, const Tensor& router_logits);
   // The same with a routing computed elsewhere (tests, other routers).
   Tensor forward(const Tensor& x, const MoERouting& routing);
 
  private:
+  Tensor forward_device(const Tensor& x, const Tensor& router_logits);
   FusedMoESpec spec_;
   QuantContext ctx_;
   TpContext tp_;

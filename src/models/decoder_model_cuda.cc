@@ -1,8 +1,9 @@
 // DecoderModel on a CUDA device: the same step as the CPU forward in decoder_model.cc, with every
 // tensor on the device. The residual stream x is F32; RMSNorm writes the linear inputs in the
 // context's act dtype; q/k/v are widened to F32 for the q/k norm, rotary, the cache write and
-// attention, whose output goes back to the act dtype for o_proj. Only the final logits are copied
-// to the host (as F32).
+// attention, whose output goes back to the act dtype for o_proj. Mixture-of-experts layers route and
+// run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
+// host (as F32).
 #include <cmath>
 
 #include "models/decoder_model.h"
@@ -72,9 +73,13 @@ Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<c
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
     ops::cu::add_residual(x, b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act)));
 
-    // MLP.
-    const Tensor gate_up = b.gate_up->forward(ops::cu::rms_norm(x, 0, T, norms.post_norm, eps, act));
-    ops::cu::add_residual(x, b.down->forward(ops::cu::silu_and_mul(gate_up)));
+    // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
+    const Tensor h = ops::cu::rms_norm(x, 0, T, norms.post_norm, eps, act);
+    if (b.moe) {
+      ops::cu::add_residual(x, b.moe->forward(h));
+    } else {
+      ops::cu::add_residual(x, b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h))));
+    }
   }
   device_cache_->commit(T);
 

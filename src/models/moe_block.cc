@@ -81,6 +81,7 @@ MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig
 }
 
 Tensor MoEBlock::forward(const Tensor& h) {
+  if (!h.on_host()) return forward_device(h);
   Tensor y = experts_->forward(h, router_->forward(h));
   if (!shared_gate_up_) return y;
   const int64_t T = h.size(0), H = h.size(1);

@@ -24,11 +24,13 @@ class MoEBlock {
            TpContext tp, const DtypeLookup& dtypes, ModuleSet& modules);
   // After the loader finalized every projection.
   void finish_load() { experts_->finalize(); }
-  // h [T, H] (normalised hidden states) -> the MLP output [T, H], reduced over ranks.
+  // h [T, H] (normalised hidden states) -> the MLP output [T, H], reduced over ranks: F32 on the
+  // host, or with h on a CUDA device (in the act dtype) F32 on that device (moe_block_cuda.cc).
   Tensor forward(const Tensor& h);
   FusedMoE& experts() { return *experts_; }
 
  private:
+  Tensor forward_device(const Tensor& h);
   TpContext tp_;
   LinearLayer* router_ = nullptr;
   std::unique_ptr<FusedMoE> experts_;

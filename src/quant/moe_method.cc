@@ -2,7 +2,19 @@
 
 #include <algorithm>
 
+#include "quant/wna16_method.h"
+
 namespace qlm {
+
+Tensor MoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor&) {
+  fail("kernel.device", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "run this model with --device cpu",
+       "MoE method {} has no device path (input on {})", name(), x.device().str());
+}
+
+namespace {
+// The experts' weight-only integer methods (null when a projection is in another format).
+WNA16LinearMethod* wna16_method(LinearLayer* l) { return dynamic_cast<WNA16LinearMethod*>(&l->method()); }
+}  // namespace
 
 std::unique_ptr<MoEMethod> make_expertwise_moe_method(const QuantizationConfig* config) {
   return std::make_unique<ExpertwiseMoEMethod>(config);
@@ -58,6 +70,7 @@ void ExpertwiseMoEMethod::create_weights(FusedMoE& layer) {
   cfg_.uniform_experts = uniform;
   cfg_.w13_scheme = uniform ? w13_scheme : "mixed";
   cfg_.w2_scheme = uniform ? w2_scheme : "mixed";
+  cfg_.renormalize = s.renormalize;
   cfg_.act_dtype = ctx.act_dtype;
   cfg_.device = ctx.device;
   cfg_.capability = ctx.capability;
@@ -73,6 +86,12 @@ void ExpertwiseMoEMethod::create_weights(FusedMoE& layer) {
   auto [entry, selection] = registry.select(cfg_, ctx.device.type, "auto", "fused-MoE", layer.prefix());
   layer.kernel_selection = selection;
   kernel_name_ = entry->name;
+  // A device kernel may repack weight-only integer experts into one grouped layout: keep their
+  // standard form until prepare() (released there).
+  if (!ctx.device.is_cpu())
+    for (const FusedMoE::Expert& e : layer.experts())
+      for (LinearLayer* l : {e.w13, e.w2})
+        if (WNA16LinearMethod* m = wna16_method(l)) m->keep_standard_form(true);
 }
 
 void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
@@ -85,14 +104,26 @@ void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
              "expert {} projection {} is not loaded and finalized", e.id, l->prefix());
     LinearLayer* w13 = e.w13;
     LinearLayer* w2 = e.w2;
+    auto standard = [](LinearLayer* l) -> const WNA16Weights* {
+      const WNA16LinearMethod* m = wna16_method(l);
+      return m && m->standard_form() ? &*m->standard_form() : nullptr;
+    };
     ops.push_back(MoEExpertOps{.id = e.id,
                                .w13 = [w13](const Tensor& x) { return w13->forward(x); },
-                               .w2 = [w2](const Tensor& x) { return w2->forward(x); }});
+                               .w2 = [w2](const Tensor& x) { return w2->forward(x); },
+                               .w13_wna16 = standard(w13),
+                               .w2_wna16 = standard(w2)});
   }
   const auto* entry = MoEKernelRegistry::instance().find(kernel_name_);
   QLM_CHECK(entry != nullptr);
   kernel_ = entry->create(cfg_);
   kernel_->prepare(std::move(ops));
+  for (const FusedMoE::Expert& e : layer.experts())
+    for (LinearLayer* l : {e.w13, e.w2})
+      if (WNA16LinearMethod* m = wna16_method(l)) {
+        m->keep_standard_form(false);
+        m->release_standard_form();
+      }
 }
 
 Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) {
@@ -103,6 +134,14 @@ Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERou
   Tensor y = Tensor::zeros({x.size(0), layer.spec().hidden_size}, DType::F32);
   kernel_->run(x, routing, y);
   return y;
+}
+
+Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits) {
+  if (!kernel_)
+    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
+         "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
+         layer.prefix());
+  return kernel_->run_device(x, router_logits);
 }
 
 }  // namespace qlm

@@ -6,7 +6,8 @@
 // loads (unquantized, GPTQ / AWQ / compressed-tensors WNA16 with zero points and act-order, FP8
 // tensor / channel / block — w13 requantised to one scale per expert, INT8 W8A8, ...) loads per
 // expert in its own checkpoint layout and keeps its prepared kernel. The MoE kernel is chosen here,
-// at config time, from MoEKernelRegistry for the device.
+// at config time, from MoEKernelRegistry for the device. On CUDA the weight-only integer experts
+// keep their standard form until the MoE kernel has repacked it for its grouped launch.
 #pragma once
 
 #include <memory>
@@ -24,6 +25,7 @@ class ExpertwiseMoEMethod final : public MoEMethod {
   void create_weights(FusedMoE& layer) override;
   void process_weights_after_loading(FusedMoE& layer) override;
   Tensor apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) override;
+  Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits) override;
   std::string describe() const override;
   const MoEKernelConfig& kernel_config() const { return cfg_; }
 

@@ -79,6 +79,9 @@ class MoEMethod {
   virtual void process_weights_after_loading(FusedMoE& layer) = 0;
   // This rank's partial output [T, H] (before the tensor-parallel reduction) for x [T, H] (F32 host).
   virtual Tensor apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) = 0;
+  // The same on a device: x [T, H] in the act dtype and router logits [T, E] on the layer's device;
+  // routes there and returns the partial output F32 [T, H] on the device. Default: refused.
+  virtual Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits);
   virtual std::string describe() const = 0;
 };
 // Later issues implement this; declared here so configs can answer for every layer kind.

@@ -62,6 +62,8 @@ class WNA16LinearMethod : public LinearMethod {
   // The standard form handed to the kernel (kept only when keep_standard_form() is set; tests).
   const std::optional<WNA16Weights>& standard_form() const { return kept_; }
   void keep_standard_form(bool keep) { keep_ = keep; }
+  // Frees the kept standard form (a grouped MoE kernel that repacked it).
+  void release_standard_form() { kept_.reset(); }
   // Load-time warnings (zero scales, ...), also printed to stderr.
   const std::vector<std::string>& warnings() const { return warnings_; }
 

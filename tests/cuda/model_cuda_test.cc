@@ -165,13 +165,9 @@ TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
   EXPECT_EQ(got, want) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
 }
 
-// Mixture-of-experts fixtures wait for a CUDA fused-MoE kernel (on CUDA they fail at load with
-// kernel.none naming the layer).
-std::vector<std::string> cuda_fixture_names() {
-  std::vector<std::string> names = testing::model_fixture_names();
-  std::erase_if(names, [](const std::string& n) { return n.find("-moe") != std::string::npos; });
-  return names;
-}
+// Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;
+// float and GPTQ / compressed-tensors W4A16 experts) included: they run on the cuda_grouped kernel.
+std::vector<std::string> cuda_fixture_names() { return testing::model_fixture_names(); }
 
 INSTANTIATE_TEST_SUITE_P(CudaFixtures, CudaModelFixtureTest, ::testing::ValuesIn(cuda_fixture_names()), test_name);
 

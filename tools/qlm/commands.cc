@@ -17,6 +17,7 @@ void register_all_commands(CLI::App& app) {
   register_logits_command(app);
   register_quantize_command(app);
   register_bench_decode_command(app);
+  register_bench_moe_command(app);
 }
 
 }  // namespace qlm::cli

@@ -12,6 +12,7 @@
 #include "cuda/cublas_check.h"
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/linear_run_args.h"
+#include "kernels/cuda/wna16_device.h"
 #include "kernels/cuda/wna16_kernels.h"
 #include "kernels/cuda/wna16_layout.h"
 #include "kernels/mp_linear.h"
@@ -65,25 +66,8 @@ class CudaWna16Kernel final : public MPLinearKernel {
       fail("kernel.weights", {}, "this is a bug in the format's conversion to the standard form",
            "cuda_wna16: weights are {}-bit K={} N={}; the layer expects {}-bit K_p={} N_p={}", weights.weight_type.bits,
            weights.K, weights.N, cfg_.weight_type.bits, cfg_.K_p, cfg_.N_p);
-    const CudaWna16Layout L = pack_cuda_wna16(weights);
-    const Device dev = cfg_.device;
-    codes_ = Tensor::from_vector(L.codes, {static_cast<int64_t>(L.codes.size())}).to_device(dev);
-    scales_ = Tensor::from_vector(L.scales, {L.groups, L.N_pad}).to_device(dev);
-    if (!L.zeros.empty()) zeros_ = Tensor::from_vector(L.zeros, {L.groups, L.N_pad}).to_device(dev);
-    row_source_ = Tensor::from_vector(L.row_source, {L.rows}).to_device(dev);
-    chunk_group_ = Tensor::from_vector(L.chunk_group, {L.chunks}).to_device(dev);
-    dw_.codes = codes_.data<uint32_t>();
-    dw_.scales = scales_.data<float>();
-    dw_.zeros = zeros_.defined() ? zeros_.data<uint8_t>() : nullptr;
-    dw_.row_source = row_source_.data<int32_t>();
-    dw_.chunk_group = chunk_group_.data<int32_t>();
-    dw_.bits = L.bits;
-    dw_.implied_zero = L.implied_zero;
-    dw_.K = L.K;
-    dw_.N = L.N;
-    dw_.N_pad = L.N_pad;
-    dw_.rows = L.rows;
-    dw_.chunks = L.chunks;
+    layout_ = upload_wna16_layout(pack_cuda_wna16(weights), cfg_.device);
+    dw_ = layout_.view;
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -118,9 +102,7 @@ class CudaWna16Kernel final : public MPLinearKernel {
                                   static_cast<int>(dw_.N), compute, CUBLAS_GEMM_DEFAULT));
   }
 
-  size_t weight_bytes() const override {
-    return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
-  }
+  size_t weight_bytes() const override { return layout_.weight_bytes(); }
 
  private:
   // Checks x [M, K_p], y [M, N_p] (contiguous, act dtype) and bias F32 [N_p], all on the layer's
@@ -142,7 +124,7 @@ class CudaWna16Kernel final : public MPLinearKernel {
   }
 
   MPLinearLayerConfig cfg_;
-  Tensor codes_, scales_, zeros_, row_source_, chunk_group_;  // on cfg_.device
+  Wna16DeviceLayout layout_;  // on cfg_.device
   cuda::Wna16DeviceWeights dw_;
 };
 

@@ -6,70 +6,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/wna16_dequant.cuh"
 #include "kernels/cuda/wna16_kernels.h"
 
 namespace qlm::cuda {
 namespace {
 
-constexpr float kMagic = 8388608.0f;  // 2^23
-constexpr uint32_t kMagicBits = 0x4B000000u;
-
-template <int BITS>
-struct Chunk {
-  static constexpr int kWords = BITS == 3 ? 3 : 1;
-  static constexpr int kRows = kWords * 32 / BITS;
-  static_assert(kRows % 4 == 0, "chunks hold whole groups of 4 rows");
-};
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-__device__ __forceinline__ void store4(float* p, const float (&v)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-__device__ __forceinline__ void store4(__half* p, const float (&v)[4]) {
-  __half2 h[2] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3])};
-  *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h);
-}
-__device__ __forceinline__ void store4(__nv_bfloat16* p, const float (&v)[4]) {
-  __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
-  *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h);
-}
-
-// Field i of one column's chunk words (a little-endian bit stream; 3-bit fields straddle words).
-// `i` is a compile-time constant after unrolling, so this folds to a shift and a mask.
-template <int BITS, int W>
-__device__ __forceinline__ uint32_t field(const uint32_t (&q)[W], int i) {
-  const int bit = i * BITS;
-  const int word = bit >> 5;
-  const int shift = bit & 31;
-  uint32_t v = q[word] >> shift;
-  if (shift + BITS > 32) v |= q[word + 1 < W ? word + 1 : word] << (32 - shift);
-  return v & ((1u << BITS) - 1u);
-}
-
-// Scales and magic-offset zeros (2^23 + z) of 4 columns of group g.
-__device__ __forceinline__ void load_group(const Wna16DeviceWeights& w, int g, int64_t col, float (&s)[4],
-                                           float (&zf)[4]) {
-  const float4 sv = __ldg(reinterpret_cast<const float4*>(w.scales + g * w.N_pad + col));
-  s[0] = sv.x, s[1] = sv.y, s[2] = sv.z, s[3] = sv.w;
-  if (w.zeros) {
-    const uchar4 z = __ldg(reinterpret_cast<const uchar4*>(w.zeros + g * w.N_pad + col));
-    zf[0] = kMagic + z.x, zf[1] = kMagic + z.y, zf[2] = kMagic + z.z, zf[3] = kMagic + z.w;
-  } else {
-    zf[0] = zf[1] = zf[2] = zf[3] = kMagic + static_cast<float>(w.implied_zero);
-  }
-}
+using namespace wna16;
 
 template <typename T>
 __global__ void gather_x_kernel(const T* __restrict__ x, int64_t M, int64_t K, int64_t rows,

@@ -1,0 +1,214 @@
+// Grouped WNA16 MoE kernels: one launch per step for all experts (moe_wna16_kernels.h). The GEMM is
+// the `cuda_wna16` split-K GEMV (wna16_kernels.cu) with the expert and its row tile looked up per
+// block, and the same dequantization (wna16_dequant.cuh).
+#include "kernels/cuda/moe_wna16_kernels.h"
+#include "kernels/cuda/wna16_dequant.cuh"
+
+namespace qlm::cuda {
+namespace {
+
+using namespace wna16;
+
+// The largest e in [0, n) with bounds[e] <= value (bounds non-decreasing, bounds[n] > value).
+__device__ __forceinline__ int find_expert(const int32_t* bounds, int n, int64_t value) {
+  int lo = 0, hi = n;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(bounds + mid) <= value)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ x, int64_t K, const int32_t* __restrict__ row_token,
+                              MoeWna16Experts ex, int64_t stride, float* __restrict__ xf) {
+  const int64_t r = blockIdx.x;
+  const int e = find_expert(ex.offsets, ex.num_experts, r);
+  const int32_t* row_source = ex.table[e].row_source;
+  const int64_t rows = ex.table[e].rows;
+  const T* xr = x + int64_t{row_token[r]} * K;
+  for (int64_t j = threadIdx.x; j < stride; j += blockDim.x) {
+    const int32_t src = j < rows ? __ldg(row_source + j) : -1;
+    xf[r * stride + j] = src >= 0 ? to_f32(xr[src]) : 0.0f;
+  }
+}
+
+// One block: 128 columns of one tile of up to MT rows of one expert, one K split. Lanes own 4
+// adjacent columns; the warps take consecutive chunk ranges and are summed in shared memory.
+template <int BITS, int MT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemm_kernel(MoeWna16Experts ex, const float* __restrict__ xf, int64_t stride, int64_t N, int64_t chunks_per_warp,
+                float* __restrict__ partial) {
+  constexpr int W = Chunk<BITS>::kWords;
+  constexpr int R = Chunk<BITS>::kRows;
+  const int64_t tile = blockIdx.y;
+  if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return;  // uniform: the whole block leaves
+  const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
+  const int64_t r0 = __ldg(ex.offsets + e) + (tile - __ldg(ex.tile_offsets + e)) * MT;
+  const int nrows = static_cast<int>(min(int64_t{MT}, __ldg(ex.offsets + e + 1) - r0));
+  const Wna16DeviceWeights w = ex.table[e];
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t quads = w.N_pad / 4;
+  const int64_t quad = blockIdx.x * int64_t{32} + lane;
+  const int64_t c_begin = (blockIdx.z * int64_t{kGemvWarps} + warp) * chunks_per_warp;
+  const int64_t c_end = min(c_begin + chunks_per_warp, w.chunks);
+  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
+  const float* xt = xf + r0 * stride;
+
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+
+  if (quad < quads) {
+    int g_cur = -1;
+    float s[4], zf[4];
+    for (int64_t c = c_begin; c < c_end; ++c) {
+      uint32_t q[4][W];
+#pragma unroll
+      for (int v = 0; v < W; ++v) {
+        const uint4 qv = __ldg(codes + (c * W + v) * quads + quad);
+        q[0][v] = qv.x, q[1][v] = qv.y, q[2][v] = qv.z, q[3][v] = qv.w;
+      }
+      const int g = __ldg(w.chunk_group + c);
+      if (g != g_cur) {
+        g_cur = g;
+        load_group(w, g_cur, quad * 4, s, zf);
+      }
+      const float* xc = xt + c * R;
+      float t[MT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) t[m][0] = t[m][1] = t[m][2] = t[m][3] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < R; i += 4) {
+        float x4[MT][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const float4 xv = m < nrows ? __ldg(reinterpret_cast<const float4*>(xc + m * stride + i))
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
+        }
+#pragma unroll
+        for (int ii = 0; ii < 4; ++ii)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float d = __uint_as_float(kMagicBits | field<BITS, W>(q[j], i + ii)) - zf[j];
+#pragma unroll
+            for (int m = 0; m < MT; ++m) t[m][j] = fmaf(x4[m][ii], d, t[m][j]);
+          }
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+    }
+  }
+
+  __shared__ float4 red[kGemvWarps][MT][32];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) red[warp][m][lane] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < MT * kGemvColumns; idx += blockDim.x) {
+    const int m = idx / kGemvColumns;
+    const int col = idx % kGemvColumns;
+    const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;
+    if (m >= nrows || n >= N) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < kGemvWarps; ++wp) sum += reinterpret_cast<const float*>(red[wp][m])[col];
+    partial[(blockIdx.z * ex.rows_total + r0 + m) * N + n] = sum;
+  }
+}
+
+__global__ void silu_gather_kernel(const float* __restrict__ partial, int splits, int64_t width, MoeWna16Experts ex,
+                                   int64_t stride, float* __restrict__ af) {
+  const int64_t r = blockIdx.x;
+  const int e = find_expert(ex.offsets, ex.num_experts, r);
+  const int32_t* row_source = ex.table[e].row_source;
+  const int64_t rows = ex.table[e].rows;
+  const int64_t split_stride = ex.rows_total * 2 * width;
+  const float* pr = partial + r * 2 * width;
+  for (int64_t j = threadIdx.x; j < stride; j += blockDim.x) {
+    const int32_t src = j < rows ? __ldg(row_source + j) : -1;
+    float v = 0.0f;
+    if (src >= 0) {
+      float g = 0.0f, u = 0.0f;
+      for (int s = 0; s < splits; ++s) {
+        g += pr[s * split_stride + src];
+        u += pr[s * split_stride + width + src];
+      }
+      v = g / (1.0f + expf(-g)) * u;
+    }
+    af[r * stride + j] = v;
+  }
+}
+
+template <int BITS, int MT>
+cudaError_t gemm(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64_t max_tiles, const float* xf,
+                 int64_t stride, int splits, int64_t cpw, float* partial, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((N_pad + kGemvColumns - 1) / kGemvColumns), static_cast<unsigned>(max_tiles),
+                  static_cast<unsigned>(splits));
+  gemm_kernel<BITS, MT><<<grid, kGemvWarps * 32, 0, stream>>>(ex, xf, stride, N, cpw, partial);
+  return cudaGetLastError();
+}
+
+template <int BITS>
+cudaError_t gemm_bits(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64_t max_tiles, const float* xf,
+                      int64_t stride, int splits, int64_t cpw, float* partial, cudaStream_t stream) {
+  switch (ex.tile_m) {
+    case 1: return gemm<BITS, 1>(ex, N, N_pad, max_tiles, xf, stride, splits, cpw, partial, stream);
+    case 2: return gemm<BITS, 2>(ex, N, N_pad, max_tiles, xf, stride, splits, cpw, partial, stream);
+    case 4: return gemm<BITS, 4>(ex, N, N_pad, max_tiles, xf, stride, splits, cpw, partial, stream);
+    case 8: return gemm<BITS, 8>(ex, N, N_pad, max_tiles, xf, stride, splits, cpw, partial, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, const int32_t* row_token,
+                                    const MoeWna16Experts& ex, int64_t stride, float* xf, cudaStream_t stream) {
+  if (ex.rows_total == 0) return cudaSuccess;
+  if (ex.rows_total > INT32_MAX) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(ex.rows_total);
+  switch (act) {
+    case Wna16Act::F32:
+      gather_kernel<<<grid, 256, 0, stream>>>(static_cast<const float*>(x), K, row_token, ex, stride, xf);
+      break;
+    case Wna16Act::F16:
+      gather_kernel<<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), K, row_token, ex, stride, xf);
+      break;
+    case Wna16Act::BF16:
+      gather_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), K, row_token, ex, stride, xf);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_moe_wna16_gemm(const MoeWna16Experts& ex, int bits, int64_t N, int64_t N_pad, int64_t max_tiles,
+                                  const float* xf, int64_t stride, int splits, int64_t chunks_per_warp, float* partial,
+                                  cudaStream_t stream) {
+  if (max_tiles < 1 || max_tiles > 65535 || splits < 1 || splits > 65535 || chunks_per_warp < 1)
+    return cudaErrorInvalidValue;
+  switch (bits) {
+    case 2: return gemm_bits<2>(ex, N, N_pad, max_tiles, xf, stride, splits, chunks_per_warp, partial, stream);
+    case 3: return gemm_bits<3>(ex, N, N_pad, max_tiles, xf, stride, splits, chunks_per_warp, partial, stream);
+    case 4: return gemm_bits<4>(ex, N, N_pad, max_tiles, xf, stride, splits, chunks_per_warp, partial, stream);
+    case 8: return gemm_bits<8>(ex, N, N_pad, max_tiles, xf, stride, splits, chunks_per_warp, partial, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_moe_wna16_silu_gather(const float* partial, int splits, int64_t width, const MoeWna16Experts& w2,
+                                         int64_t stride, float* af, cudaStream_t stream) {
+  if (w2.rows_total == 0) return cudaSuccess;
+  if (w2.rows_total > INT32_MAX || splits < 1) return cudaErrorInvalidValue;
+  silu_gather_kernel<<<static_cast<unsigned>(w2.rows_total), 256, 0, stream>>>(partial, splits, width, w2, stride, af);
+  return cudaGetLastError();
+}
+
+}  // namespace qlm::cuda

@@ -1,0 +1,47 @@
+// Plain launchers of the mixture-of-experts routing kernels on CUDA (C++17, no qlm headers): the
+// softmax top-k router, the grouping of slots by expert (counts, prefix sums, permutation), the
+// row gather, the weighted combine back into token order and the Qwen2-MoE shared-expert gate.
+// A slot is token * top_k + j. "Rows" are slots in expert order: expert e owns rows
+// [offsets[e], offsets[e + 1]); its tiles of `tile_m` rows are [tile_offsets[e], tile_offsets[e + 1]).
+// Every launcher enqueues on `stream` and returns the launch status.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/ops/cuda/launch.h"
+
+namespace qlm::ops::cu {
+
+// The router supports up to this many experts and top-k up to kMoeMaxTopK.
+inline constexpr int64_t kMoeMaxExperts = 1024;
+inline constexpr int64_t kMoeMaxTopK = 32;
+
+// Per token: softmax over logits [T, E] (math in double, as select_experts), the top_k experts
+// (ties: the lower id), their weights (divided by their sum with `renormalize`). ids / weights: [T * top_k].
+cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
+                             bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
+
+// Groups the T * top_k slots by expert in one block: offsets / tile_offsets [E + 1],
+// row_token [slots] (the token of every row) and slot_row [slots] (the row of every slot). Rows of
+// one expert are in no particular order (every consumer is independent of it).
+cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, int64_t experts, int64_t tile_m,
+                             int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
+                             cudaStream_t stream);
+
+// out[r, :] = x[row_token[r], :] for `rows` rows of `width` elements of `type`.
+cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,
+                                   void* out, cudaStream_t stream);
+
+// y[t, h] = sum_j weights[t*k + j] * sum_s rows[s][slot_row[t*k + j], h]: `splits` partial row
+// blocks of rows_total x width elements of `type` (split s at rows + s * rows_total * width); y F32 [T, width].
+cudaError_t launch_moe_combine(const void* rows, ElemType type, int splits, int64_t rows_total, const int32_t* slot_row,
+                               const float* weights, int64_t tokens, int64_t top_k, int64_t width, float* y,
+                               cudaStream_t stream);
+
+// y[t, :] += sigmoid(gate[t]) * shared[t, :]: y F32 [T, width], shared [T, width] and gate [T] in their types.
+cudaError_t launch_moe_add_gated(float* y, const void* shared, ElemType shared_type, const void* gate,
+                                 ElemType gate_type, int64_t tokens, int64_t width, cudaStream_t stream);
+
+}  // namespace qlm::ops::cu
