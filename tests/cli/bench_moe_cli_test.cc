@@ -1,0 +1,62 @@
+// `qlm bench-moe` on the CPU at a tiny custom shape: one JSON line per M with the documented fields
+// (routed, dense-equivalent and floor times, experts touched, the kernels), and argument errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "support/run_qlm.h"
+
+namespace qlm {
+namespace {
+
+using testing::run_qlm;
+
+TEST(BenchMoeCli, CpuJsonLinePerM) {
+  const testing::QlmRun r = run_qlm(
+      "bench-moe --shape custom --hidden 128 --intermediate 64 --experts 6 --top-k 2 --format gptq --bits 4 "
+      "--group 32 --m 1,5 --iters 3 --threads 1 --bandwidth-gbps 10 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    EXPECT_EQ(j["m"], i == 0 ? 1 : 5);
+    EXPECT_EQ(j["kernel"], "cpu_grouped");
+    EXPECT_EQ(j["experts"], 6);
+    EXPECT_EQ(j["top_k"], 2);
+    EXPECT_GT(j["moe_us"].get<double>(), 0);
+    EXPECT_GT(j["dense_us"].get<double>(), 0);
+    const double touched = j["experts_touched"].get<double>();
+    EXPECT_GE(touched, 2.0);
+    EXPECT_LE(touched, i == 0 ? 2.0 : 6.0);
+    EXPECT_DOUBLE_EQ(j["touched_bytes"].get<double>(), touched * j["expert_bytes"].get<double>());
+    EXPECT_NEAR(j["floor_us"].get<double>(), j["touched_bytes"].get<double>() / (10.0 * 1e3), 1e-6);
+  }
+}
+
+TEST(BenchMoeCli, ArgumentErrors) {
+  const testing::QlmRun group = run_qlm(
+      "bench-moe --shape custom --hidden 96 --intermediate 64 --experts 4 "
+      "--top-k 2 --format gptq --group 64 --m 1");
+  EXPECT_EQ(group.status, 1);
+  EXPECT_NE(group.err.find("--group 64 does not divide"), std::string::npos) << group.err;
+  const testing::QlmRun topk = run_qlm("bench-moe --shape custom --hidden 64 --intermediate 64 --experts 4 --top-k 5");
+  EXPECT_EQ(topk.status, 1);
+  EXPECT_NE(topk.err.find("top-k=5"), std::string::npos) << topk.err;
+  if (!cuda_backend_built() || cuda_devices().empty()) {
+    const testing::QlmRun cuda = run_qlm("bench-moe --device cuda --m 1");
+    EXPECT_EQ(cuda.status, 1);
+    EXPECT_NE(cuda.err.find(cuda_backend_built() ? "no CUDA device" : "built without CUDA"), std::string::npos)
+        << cuda.err;
+  }
+}
+
+}  // namespace
+}  // namespace qlm
