@@ -131,7 +131,10 @@ def bench_fp8(k, n, ms, with_quant):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--ms", default=",".join(map(str, MS)), help="token counts, comma-separated")
+    ap.add_argument("--peers", default="", help="comma-separated subset of the peers (default: all)")
     args = ap.parse_args()
+    ms = [int(m) for m in args.ms.split(",")]
     torch.manual_seed(0)
     with open(args.out, "w") as f:
         def emit(rec):
@@ -144,11 +147,13 @@ def main():
         peers = [("torch_bf16", bench_bf16), ("torch_int4", bench_int4),
                  ("torch_scaled_mm_fp8", lambda k, n, ms: bench_fp8(k, n, ms, False)),
                  ("torch_scaled_mm_fp8_with_quant", lambda k, n, ms: bench_fp8(k, n, ms, True))]
+        if args.peers:
+            peers = [p for p in peers if p[0] in args.peers.split(",")]
         for model, layers in SHAPES.items():
             for layer, (k, n) in layers.items():
                 for impl, fn in peers:
                     try:
-                        w_bytes, times = fn(k, n, MS)
+                        w_bytes, times = fn(k, n, ms)
                         for m, us in times.items():
                             emit({"kind": "peer", "impl": impl, "model": model, "layer": layer, "k": k, "n": n,
                                   "m": m, "median_us": us, "weight_bytes": w_bytes})

@@ -9,6 +9,15 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
+# With a CUDA toolkit: CUTLASS's headers come from PyPI (scripts/fetch_cutlass.sh), which needs pip.
+have_nvcc=0
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  have_nvcc=1
+  packages+=(python3 python3-pip unzip)
+fi
+fetch_cutlass() {
+  if ((have_nvcc)); then "$(dirname "$0")/fetch_cutlass.sh"; fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -17,6 +26,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
+  fetch_cutlass
   exit 0
 fi
 
@@ -32,3 +42,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fetch_cutlass

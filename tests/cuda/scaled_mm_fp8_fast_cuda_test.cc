@@ -1,8 +1,9 @@
 // cuda_scaled_mm_fp8_fast against the CPU oracle (cpu_ref) on the same weights and activations
 // (rounded to the activation dtype first): tensor / channel weight scales x dynamic per-token /
-// static / dynamic per-tensor activations x BF16 / F16 / F32, both of its paths (the weight-
-// streaming kernel, forced for every M through QLM_FP8_FAST_MAX_M, and the default M rule that
-// hands M > 16 to cuBLASLt), poisoned outputs; its vectorised per-token quantizer bit-exactly
+// static / dynamic per-tensor activations x BF16 / F16 / F32, all of its paths (the weight-
+// streaming kernel, forced for every M through QLM_FP8_FAST_MAX_M; the default M rule, which hands
+// M > 16 to the CUTLASS sm_90a GEMM on sm_90 or else to cuBLASLt; every CUTLASS tile configuration
+// and the cuBLASLt path, forced through QLM_FP8_CUTLASS_CONFIG), poisoned outputs; its vectorised per-token quantizer bit-exactly
 // against the CPU quantizer; its can_implement reasons and its place in kernel selection.
 // Suites named Cuda* need a GPU for the numeric tests and skip without one.
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #ifdef QLM_WITH_CUDA
 #include "cuda/context.h"
 #include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/fp8_cutlass_gemm.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 #endif
 
@@ -116,13 +118,29 @@ std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std
   return y.to_float_vector();
 }
 
-// The kernel prepared with QLM_FP8_FAST_MAX_M = max_m (empty: the default rule).
-std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w, const std::string& max_m) {
+// The kernel prepared with QLM_FP8_FAST_MAX_M = max_m and QLM_FP8_CUTLASS_CONFIG = config (empty:
+// unset, the default rule).
+std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w, const std::string& max_m,
+                                            const std::string& config = "") {
   if (!max_m.empty()) setenv("QLM_FP8_FAST_MAX_M", max_m.c_str(), 1);
+  if (!config.empty()) setenv("QLM_FP8_CUTLASS_CONFIG", config.c_str(), 1);
   auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
   k->prepare(clone(w));
   unsetenv("QLM_FP8_FAST_MAX_M");
+  unsetenv("QLM_FP8_CUTLASS_CONFIG");
   return k;
+}
+
+// The large-M paths to check besides the default rule: cuBLASLt ("off"), and each CUTLASS
+// configuration where this build and device run them.
+std::vector<std::string> large_m_paths(const ScaledMMConfig& c) {
+  std::vector<std::string> paths = {"off"};
+#ifdef QLM_WITH_CUDA
+  if (cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32)
+    for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
+      paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
+#endif
+  return paths;
 }
 
 std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
@@ -146,17 +164,18 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
     const ScaledMMWeights w = fp8_weights(v, N, K, 3 + N + K);
     std::vector<float> bias(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
-    const auto forced = make_kernel(c, w, "100000");  // the streaming kernel at every M
-    const auto by_rule = make_kernel(c, w, "");       // default rule: cuBLASLt above 16 tokens
+    std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
+    kernels.emplace_back("streaming", make_kernel(c, w, "100000"));  // the streaming kernel at every M
+    kernels.emplace_back("rule", make_kernel(c, w, ""));             // the default rule
+    for (const std::string& p : large_m_paths(c)) kernels.emplace_back(p, make_kernel(c, w, "", p));
     for (int64_t M : Ms) {
       const std::vector<float> x = fp8_acts(M, K, act, 7 * M + K);
       const bool with_bias = M % 2 == 1;
       const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
-      for (const auto* k : {forced.get(), by_rule.get()}) {
-        if (k == by_rule.get() && M <= 16) continue;  // the same path as `forced`
+      for (const auto& [path, k] : kernels) {
+        if (path != "streaming" && M <= 16) continue;  // the streaming kernel's path
         const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
-        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias,
-                                             k == forced.get() ? "streaming" : "rule");
+        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
         ASSERT_EQ(first_non_finite(got), -1) << what;
         EXPECT_LE(rel_mean_error(got, want), tolerance(act)) << what;
       }

@@ -5,9 +5,11 @@
 // Run-time rule: M <= max_m (16; QLM_FP8_FAST_MAX_M overrides it, read in prepare) runs our
 // weight-streaming tensor-core kernel (scaled_mm_fp8_fast_kernels.h): activation quantizer, then
 // one GEMM launch over an N x K-slice grid (plus a small reduction when K is split). Larger M,
-// where the GEMM is compute-bound and cuBLASLt's Hopper kernels are at their best, runs the
-// cuBLASLt FP8 GEMM with outer-vector scales on the same weight copy (as cuda_scaled_mm_fp8_lt
-// does), after our vectorised quantizer. Shapes: K_p a multiple of 256, N_p of 16.
+// where the GEMM turns compute-bound, runs after our vectorised quantizer either a CUTLASS
+// TMA + wgmma GEMM with the scales and bias in its epilogue (sm_90 exactly, BF16/F16 output, when
+// CUTLASS was compiled in; tile configuration per M by fp8_cutlass_config_for, or
+// QLM_FP8_CUTLASS_CONFIG=<name>|off) or else the cuBLASLt FP8 GEMM with outer-vector scales on the
+// same weight copy (as cuda_scaled_mm_fp8_lt does). Shapes: K_p a multiple of 256, N_p of 16.
 // Why 16: mma.sync e4m3 on the H200 measured about 170 TFLOP/s in this kernel (64 tokens,
 // 8192x57344: 349 us), so past 16 tokens the kernel is bound by MMA issue, not by the weight
 // stream; at 32 tokens it was already slower than cuBLASLt at 64 on every Llama shape measured
@@ -26,6 +28,7 @@
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/dense_lt_gemm.h"
+#include "kernels/cuda/fp8_cutlass_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/cuda/scaled_mm_epilogue.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
@@ -51,6 +54,16 @@ std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   return std::nullopt;
 }
 
+// The CUTLASS tile configuration for M tokens (M > 16) on an N-row layer, from the H200 sweep of
+// scripts/bench_fp8_configs.sh (docs/fp8-kernel-notes.md): the swapped 128x64 tile up to 128
+// tokens, and up to 256 while its N/128 x M/64 tiles fit one wave of the SMs; then 128x128.
+cuda::Fp8CutlassConfig fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
+  using C = cuda::Fp8CutlassConfig;
+  const int64_t swap_tiles = (N + 127) / 128 * ((M + 63) / 64);
+  if (M <= 128 || (M <= 256 && swap_tiles <= sm_count)) return C::kSwap128x64;
+  return C::k128x128;
+}
+
 cudaDataType_t cuda_data_type(DType d) {
   return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
 }
@@ -68,6 +81,15 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     if (const char* env = std::getenv("QLM_FP8_FAST_SPLITS")) force_splits_ = std::max(0, std::atoi(env));
     const char* pdl = std::getenv("QLM_FP8_FAST_PDL");
     pdl_ = c_.capability >= 90 && !(pdl && std::string(pdl) == "0");
+    // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
+    use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
+    if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
+      const std::string want(env);
+      if (want == "off") use_cutlass_ = false;
+      for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
+        if (want == cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)))
+          forced_config_ = static_cast<cuda::Fp8CutlassConfig>(i);
+    }
     for (int i = 0; i < 4; ++i) {
       int blocks = 0;
       QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, &blocks));
@@ -100,7 +122,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     if (M == 0) return;
     const CudaActCodes q = quantize(x, M);
     if (M <= max_m_) run_fast(q, M, y, bias);
-    else run_lt(q, M, y, bias);
+    else if (!run_cutlass(q, M, y, bias)) run_lt(q, M, y, bias);
   }
 
   size_t weight_bytes() const override {
@@ -188,6 +210,30 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     }
   }
 
+  // False when the CUTLASS path does not apply (then cuBLASLt runs); throws on a CUDA error.
+  bool run_cutlass(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
+    if (!use_cutlass_) return false;
+    cuda::Context& ctx = cuda::context(c_.device.index);
+    cuda::Fp8CutlassArgs a;
+    a.x = q.codes.raw_data();
+    a.w = w_.codes.raw_data();
+    a.y = y.raw_data();
+    a.y_f16 = c_.act_dtype == DType::F16;
+    a.sx = q.scales.data<float>();
+    a.sw = row_scales_.data<float>();
+    a.bias = bias ? bias->data<float>() : nullptr;
+    a.M = M;
+    a.N = c_.N_p;
+    a.K = c_.K_p;
+    a.sm_count = ctx.sm_count;
+    a.device = c_.device.index;
+    cuda::Fp8CutlassConfig config = forced_config_.value_or(fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count));
+    const cudaError_t e = cuda::fp8_cutlass_gemm(config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
+    if (e == cudaErrorNotSupported) return false;
+    QLM_CUDA_CHECK(e);
+    return true;
+  }
+
   void run_lt(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
     cuda::Context& ctx = cuda::context(c_.device.index);
     const float* b = bias ? bias->data<float>() : nullptr;
@@ -222,6 +268,8 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   int64_t max_m_ = kDefaultMaxM;
   int force_splits_ = 0;
   bool pdl_ = false;
+  bool use_cutlass_ = false;                             // large M through the CUTLASS sm_90a GEMM
+  std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
   int occupancy_[4] = {1, 1, 1, 1};         // resident blocks per SM of the 8/16/32/64-token instances
   Tensor row_scales_;                        // F32 [N] weight scales (cuBLASLt outer-vector mode)
   std::unique_ptr<cuda::LtGemm> gemm_;       // large M: y in the activation dtype, scales by cuBLASLt

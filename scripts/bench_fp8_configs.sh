@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Tuning run for the FP8 W8A8 large-M path (cuda_scaled_mm_fp8_fast, M > 16): every CUTLASS tile
+# configuration, and the cuBLASLt path, against torch._scaled_mm, on the Llama-3
+# 8B/70B layer shapes, in one run on a GPU machine. Output: $OUT/fp8_configs.jsonl (qlm, one line per
+# config x shape with "config" added) and $OUT/fp8_torch.jsonl. The rule in fp8_cutlass_config_for
+# (src/kernels/cuda/scaled_mm_fp8_fast.cc) is chosen from this table (docs/fp8-kernel-notes.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/bench_fp8}
+mkdir -p "$OUT"
+source scripts/device_env.sh
+MS=${MS:-32,64,128,256,512,1024}
+: >"$OUT/fp8_configs.jsonl"
+for shape in 4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192; do
+  k=${shape%%:*} n=${shape##*:}
+  for config in off swap128x64 128x128 128x256; do
+    export QLM_FP8_CUTLASS_CONFIG=$config
+    "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 --format fp8 --k "$k" --n "$n" --m "$MS" --iters 10 --json |
+      sed "s/^{/{\"config\":\"$config\",/" >>"$OUT/fp8_configs.jsonl" 2>>"$OUT/fp8_errors.txt"
+  done
+done
+unset QLM_FP8_CUTLASS_CONFIG
+python3 scripts/bench_gpu_torch.py --out "$OUT/fp8_torch.jsonl" --ms "$MS" --peers torch_scaled_mm_fp8,torch_scaled_mm_fp8_with_quant

@@ -1,0 +1,53 @@
+// FP8 e4m3 W8A8 GEMM for Hopper (sm_90a) built on CUTLASS's TMA + wgmma warp-specialised kernels:
+// y[m, n] = (sum_k x[m, k] w[n, k]) * sx[m] * sw[n] + bias[n], BF16 or F16 output. Compiled only
+// when the CUTLASS headers were found (QLM_WITH_CUTLASS); callers check fp8_cutlass_available() and
+// keep another path for everything else.
+//
+// Invariants the caller guarantees: x [M, K] and w [N, K] row-major e4m3 on the device, K % 16 == 0
+// (16-byte TMA rows), N % 8 == 0 (16-byte output rows), sx F32 [M], sw F32 [N], bias F32 [N] or
+// null, y [M, N] row-major.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qlm::cuda {
+
+// Tile configurations, each a separate kernel instantiation; all accumulate with FP32 promotion
+// (the "fast accumulation" FP8 schedules lost 0.3 % relative accuracy at K = 14336 on the H200,
+// over the W8A8 tolerance). "Swap" runs y^T = w x^T so the weight rows fill the wgmma tile's 128
+// rows and few tokens its N side.
+enum class Fp8CutlassConfig : int {
+  kSwap128x64,  // swap AB: 128 weight rows x 64 tokens x 128 k, ping-pong
+  k128x128,     // 128 tokens x 128 weight rows x 128 k, cluster 2x1, ping-pong
+  k128x256,     // 128 tokens x 256 weight rows x 128 k, cluster 2x1, cooperative
+  kCount,
+};
+const char* fp8_cutlass_config_name(Fp8CutlassConfig c);
+
+struct Fp8CutlassArgs {
+  const void* x = nullptr;      // [M, K] e4m3
+  const void* w = nullptr;      // [N, K] e4m3
+  void* y = nullptr;            // [M, N] BF16 or F16
+  bool y_f16 = false;           // false: BF16
+  const float* sx = nullptr;    // [M]
+  const float* sw = nullptr;    // [N]
+  const float* bias = nullptr;  // [N] or null
+  int64_t M = 0, N = 0, K = 0;
+  int sm_count = 0;
+  int device = 0;
+  bool pdl = false;  // programmatic dependent launch (waits on the previous kernel's trigger)
+};
+
+// True when the CUTLASS kernels were compiled into this build.
+bool fp8_cutlass_available();
+// Device workspace bytes config `c` needs for these arguments (0 for the configurations above).
+size_t fp8_cutlass_workspace_bytes(Fp8CutlassConfig c, const Fp8CutlassArgs& a);
+// Runs config `c`; returns cudaSuccess or the launch error (cudaErrorNotSupported when CUTLASS
+// rejects the problem, e.g. misaligned shapes, or was not compiled in).
+cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes,
+                             cudaStream_t stream);
+
+}  // namespace qlm::cuda
