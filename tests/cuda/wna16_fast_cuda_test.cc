@@ -212,16 +212,25 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
-// The run-time rule picks a path for every M, and the override forces one and is undone by Auto.
+// The run-time rule: tiled for small M (GEMV for 8-bit M <= 8), dequantize + cuBLAS for large M (earlier on
+// small layers);
+// the override forces one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
-  for (int64_t M : {1, 16, 64, 256, 1024, 100000}) EXPECT_NE(wna16_fast_path_for(M), Wna16FastPath::Auto);
+  for (int64_t M : {1, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
+  for (int64_t M : {256, 1024, 100000}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Cublas) << M;
+  EXPECT_EQ(wna16_fast_path_for(64, 8192, 8192, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(64, 4096, 6144, 4), Wna16FastPath::Cublas);
   for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas}) {
     set_wna16_fast_path(p);
-    EXPECT_EQ(wna16_fast_path_for(1), p);
-    EXPECT_EQ(wna16_fast_path_for(4096), p);
+    EXPECT_EQ(wna16_fast_path_for(1, 4096, 4096, 4), p);
+    EXPECT_EQ(wna16_fast_path_for(4096, 4096, 4096, 4), p);
   }
   set_wna16_fast_path(Wna16FastPath::Auto);
-  EXPECT_NE(wna16_fast_path_for(7), Wna16FastPath::Auto);
+  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8), Wna16FastPath::Gemv);
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 57344, 8), Wna16FastPath::Tiled);
 }
 
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {

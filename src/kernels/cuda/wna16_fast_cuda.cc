@@ -13,9 +13,16 @@
 namespace qlm {
 namespace {
 
-// Measured on the H200 (docs/w4a16-kernel-notes.md, v3).
-constexpr int64_t kWna16FastGemvMaxM = 0;
-constexpr int64_t kWna16FastCublasMinM = 256;
+// Measured on the H200 (docs/w4a16-kernel-notes.md, v3 runs): for 4-bit weights the GEMV kernel wins only
+// on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
+// 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
+constexpr int64_t kWna16FastGemvMaxM8 = 8;
+
+// M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
+int64_t default_cublas_min_m(int64_t K, int64_t N) {
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
+}
 
 std::atomic<int> g_forced_path{0};
 
@@ -37,14 +44,16 @@ Wna16FastPath env_path() {
 
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
 
-Wna16FastPath wna16_fast_path_for(int64_t M) {
-  static const int64_t gemv_max = env_int("QLM_W4FAST_GEMV_MAX_M", kWna16FastGemvMaxM);
-  static const int64_t cublas_min = env_int("QLM_W4FAST_CUBLAS_MIN_M", kWna16FastCublasMinM);
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits) {
+  static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
+  static const int64_t cublas_min_env = env_int("QLM_W4FAST_CUBLAS_MIN_M", 0);
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
+  const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
+  const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
   return Wna16FastPath::Tiled;
 }
@@ -128,8 +137,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       fail("kernel.args", {}, "call prepare() before run()", "cuda_wna16_fast: run() before the weights were prepared");
     cuda::Context& ctx = cuda::context(cfg_.device.index);
     const float* b = bias ? bias->data<float>() : nullptr;
-    Wna16FastPath path = wna16_fast_path_for(M);
-    if (path == Wna16FastPath::Tiled && tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0) path = Wna16FastPath::Gemv;
+    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
+    if (path == Wna16FastPath::Tiled &&
+        (tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0 || a_.N_pad / cuda::kWna16TiledCols >= 65535))
+      path = Wna16FastPath::Gemv;
+    if (path == Wna16FastPath::Gemv && a_.n_blocks >= 65535) path = Wna16FastPath::Cublas;  // grid.y limit
     if (path == Wna16FastPath::Cublas) {
       run_cublas(ctx, x, y, b, M);
       return;

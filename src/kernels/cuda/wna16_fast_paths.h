@@ -11,11 +11,15 @@ namespace qlm {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3 };
 
-// The path the rule picks for M tokens (never Auto). Defaults: gemv for M <= kWna16FastGemvMaxM,
-// cuBLAS for M >= kWna16FastCublasMinM, tiled between; the environment variables
-// QLM_W4FAST_GEMV_MAX_M and QLM_W4FAST_CUBLAS_MIN_M override the bounds, QLM_W4FAST_PATH
-// (gemv / tiled / cublas) forces one path. See docs/w4a16-kernel-notes.md for the measurements.
-Wna16FastPath wna16_fast_path_for(int64_t M);
+// The path the rule picks for M tokens of a K x N layer (never Auto): tiled below the cuBLAS bound,
+// dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 in
+// docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
+// only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48.
+// 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
+// Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
+// QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
+// (gemv / tiled / cublas: always that path).
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
 
