@@ -8,9 +8,10 @@
 namespace qlm {
 
 std::string MoEKernelConfig::describe() const {
-  return fmt::format("{} experts ({} local) top-{} H={} I={} I_p={} {}: w13 [{}] w2 [{}]{} act={}", num_experts,
+  return fmt::format("{} experts ({} local) top-{} H={} I={} I_p={} {}: w13 [{}] w2 [{}]{} act={} on {}", num_experts,
                      local_experts, top_k, hidden_size, intermediate_size, intermediate_per_partition, format,
-                     w13_scheme, w2_scheme, uniform_experts ? "" : " (experts differ)", dtype_name(act_dtype));
+                     w13_scheme, w2_scheme, uniform_experts ? "" : " (experts differ)", dtype_name(act_dtype),
+                     device.str());
 }
 
 Tensor MoEKernel::run_device(const Tensor& x, const Tensor&) const {

@@ -252,6 +252,8 @@ TEST(FusedMoE, ErrorsNameTheExpert) {
   if (cuda_backend_built()) {
     EXPECT_QLM_ERROR(FusedMoE(many, nullptr, cuda, TpContext{}), "kernel.none",
                      "cuda_grouped: 1025 experts; the device router takes at most 1024");
+    EXPECT_QLM_ERROR(FusedMoE(many, nullptr, cuda, TpContext{}), "kernel.none", "unquantized: w13 [");
+    EXPECT_QLM_ERROR(FusedMoE(many, nullptr, cuda, TpContext{}), "kernel.none", "act=BF16 on cuda:0");
   } else {
     EXPECT_QLM_ERROR(FusedMoE(many, nullptr, cuda, TpContext{}), "kernel.none", "no dense linear kernel");
   }
