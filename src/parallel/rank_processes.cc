@@ -173,9 +173,14 @@ RankProcesses::~RankProcesses() {
   }
 }
 
-void RankProcesses::check() const {
+void RankProcesses::check(bool exit_is_failure) const {
   std::lock_guard lock(state_->mu);
   if (!state_->failure.empty()) fail("tp.rank_failed", {}, kRemedy, "tensor-parallel {}", state_->failure);
+  if (exit_is_failure)
+    for (const Child& c : state_->children)
+      if (c.exited)
+        fail("tp.rank_failed", {}, kRemedy, "tensor-parallel {} before the ranks met",
+             describe_exit(c.rank, c.pid, c.status));
 }
 
 void RankProcesses::wait(std::chrono::milliseconds timeout) {

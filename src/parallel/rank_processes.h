@@ -31,8 +31,9 @@ class RankProcesses {
   RankProcesses& operator=(const RankProcesses&) = delete;
 
   // Throws "tp.rank_failed" naming the first child that has exited with a failure (nonzero status
-  // or a signal). Does not block; meant as the rendezvous' poll hook.
-  void check() const;
+  // or a signal) — or, with `exit_is_failure`, that has exited at all (before the ranks have met,
+  // any exit is one). Does not block; meant as the rendezvous' poll hook.
+  void check(bool exit_is_failure = false) const;
   // Waits for every child to exit; throws "tp.rank_failed" for the first that failed, or
   // "tp.rank_timeout" naming the ranks still running after `timeout` (they are then stopped).
   void wait(std::chrono::milliseconds timeout);

@@ -147,17 +147,23 @@ TEST(Rendezvous, ProcessesMeetThroughTheLauncher) {
 
 TEST(Rendezvous, ChildThatDiesIsReportedWhileRankZeroWaits) {
   testing::TempDir tmp;
-  for (const auto& [script, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"exit 3", "exited with status 3"}, {"kill -9 $$", "was killed by signal 9"}}) {
+  int runs = 0;
+  for (const auto& [script, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"exit 3", "exited with status 3"},
+                                                        {"kill -9 $$", "was killed by signal 9"},
+                                                        {"exit 0", "exited with status 0 before the ranks met"}}) {
     auto children = RankProcesses::spawn("/bin/sh", 2, [&](int) {
       return std::vector<std::string>{"sh", "-c", script};
     });
-    const fs::path dir = tmp / ("dies-" + std::to_string(script.size()));
+    const fs::path dir = tmp / ("dies-" + std::to_string(++runs));
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_QLM_ERROR_ALL(
-        rendezvous({.dir = dir, .rank = 0, .size = 2, .timeout = 30s, .poll = [&] { children->check(); }},
-                   [] { return id_from(4); }),
-        "tp.rank_failed", "tensor-parallel rank 1 (pid", expected);
+    EXPECT_QLM_ERROR_ALL(rendezvous({.dir = dir,
+                                     .rank = 0,
+                                     .size = 2,
+                                     .timeout = 30s,
+                                     .poll = [&] { children->check(/*exit_is_failure=*/true); }},
+                                    [] { return id_from(4); }),
+                         "tp.rank_failed", "tensor-parallel rank 1 (pid", expected);
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "reported at once, not at the timeout";
   }
 }

@@ -99,7 +99,7 @@ TpLaunch TpLaunch::start(const ModelCliOptions& cli, runtime::ModelOptions& opti
   options.tp_rank = 0;
   options.rendezvous = launch.dir_;
   RankProcesses* children = launch.children_.get();
-  options.rendezvous_poll = [children] { children->check(); };
+  options.rendezvous_poll = [children] { children->check(/*exit_is_failure=*/true); };
   return launch;
 }
 
