@@ -26,7 +26,9 @@ function(qlm_add_sm90a_kernels target)
   set_target_properties(qlm_sm90a PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON)
   target_compile_options(qlm_sm90a PRIVATE -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
                                            -Xcudafe --diag_suppress=177)
-  target_compile_definitions(qlm_sm90a PRIVATE NDEBUG)
+  # CUTLASS_ENABLE_GDC_FOR_SM90: the kernels wait on griddepcontrol before their first global read,
+  # so they may be launched with programmatic dependent launch after the activation quantizer.
+  target_compile_definitions(qlm_sm90a PRIVATE NDEBUG CUTLASS_ENABLE_GDC_FOR_SM90)
   target_include_directories(qlm_sm90a SYSTEM PRIVATE "${QLM_CUTLASS_DIR}/include" "${QLM_CUTLASS_DIR}/util/include")
   target_include_directories(qlm_sm90a PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/src
                                                ${CUDAToolkit_INCLUDE_DIRS})

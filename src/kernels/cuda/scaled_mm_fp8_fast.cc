@@ -227,6 +227,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     a.K = c_.K_p;
     a.sm_count = ctx.sm_count;
     a.device = c_.device.index;
+    a.pdl = pdl_;  // the GEMM's set-up overlaps the quantizer's tail
     cuda::Fp8CutlassConfig config = forced_config_.value_or(fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count));
     const cudaError_t e = cuda::fp8_cutlass_gemm(config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
     if (e == cudaErrorNotSupported) return false;
