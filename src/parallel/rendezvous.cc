@@ -90,6 +90,7 @@ NcclId rendezvous(const RendezvousOptions& o, const std::function<NcclId()>& mak
   if (o.dir.empty())
     fail("comm.rendezvous", {}, "pass --rendezvous DIR (a directory every rank can reach)",
          "no rendezvous directory was given");
+  if (is_tcp_rendezvous(o.dir.string())) return tcp_rendezvous(o, make_id);
   std::error_code ec;
   fs::create_directories(o.dir, ec);
   if (!fs::is_directory(o.dir))

@@ -6,6 +6,10 @@
 // when nobody is missing. Files appear atomically (written aside, then hard-linked into place), and a
 // name that already exists is refused: two processes claiming the same rank, or a path left over
 // from an earlier run, are errors instead of a hang.
+//
+// Or over TCP, for hosts without a shared filesystem: `tcp://HOST:PORT`, where rank 0 listens
+// (HOST is rank 0's host, reachable from every rank) and the other ranks connect and receive the id
+// once all of them have connected (rendezvous_tcp.cc). Same errors, same timeout, same poll hook.
 #pragma once
 
 #include <chrono>
@@ -18,7 +22,7 @@
 namespace qlm {
 
 struct RendezvousOptions {
-  std::filesystem::path dir;  // created when missing; must be fresh for every run
+  std::filesystem::path dir;  // created when missing; must be fresh for every run. Or tcp://HOST:PORT
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
@@ -36,5 +40,15 @@ std::string rendezvous_rank_file(int rank);  // "rank-3"
 // written, a rank file or id that already exists, and on timeout (naming the path, how many of the
 // ranks arrived and which are missing); whatever `poll` throws passes through.
 NcclId rendezvous(const RendezvousOptions& options, const std::function<NcclId()>& make_id);
+
+inline constexpr const char* kTcpRendezvousPrefix = "tcp://";
+bool is_tcp_rendezvous(const std::string& address);
+// "comm.rendezvous" for a tcp:// address that is not tcp://HOST:PORT (checked before a load, so
+// that a typo does not wait for the load); directories pass.
+void check_rendezvous_address(const std::string& address);
+// The TCP form (called by rendezvous for a tcp:// address). Also "comm.rendezvous" for an address
+// that is not tcp://HOST:PORT, a host that does not resolve, a port rank 0 cannot listen on, and a
+// rank that arrives with another size, outside the group, or twice.
+NcclId tcp_rendezvous(const RendezvousOptions& options, const std::function<NcclId()>& make_id);
 
 }  // namespace qlm

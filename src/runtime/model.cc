@@ -111,6 +111,7 @@ Device check_joined_rank(const ModelOptions& options, const std::filesystem::pat
   if (options.rendezvous.empty())
     fail("model.tp", where, "pass the same --rendezvous DIR to every rank",
          "tensor-parallel rank {} of {} has no rendezvous to meet the other ranks", rank, options.tp);
+  check_rendezvous_address(options.rendezvous.string());
   if (!cuda_backend_built())
     fail("device.unavailable", where, "rebuild qlm with the CUDA toolkit installed (QLM_CUDA=AUTO or ON)",
          "tensor-parallel rank {} of {} needs CUDA but this qlm was built without the CUDA backend", rank, options.tp);

@@ -49,7 +49,7 @@ TEST(TpCli, TpRankNeedsAGroupARankInsideItCudaAndARendezvous) {
   expect_refused("--tp 2 --tp-rank=-1 --rendezvous /tmp/x --device cuda",
                  {"cli.tp", "error: [cli.tp] --tp-rank -1 is outside"});
   expect_refused("--tp 2 --tp-rank 1 --device cuda",
-                 {"cli.tp", "--tp-rank 1 needs --rendezvous", "same fresh directory"});
+                 {"cli.tp", "--tp-rank 1 needs --rendezvous", "tcp://HOST:PORT"});
   expect_refused("--tp 2 --tp-rank 1 --rendezvous /tmp/x", {"cli.tp", "the device is cpu", "--device cuda"});
 }
 
@@ -64,8 +64,8 @@ TEST(TpCli, TpProcsNeedsCudaAGroupAndItsOwnRendezvous) {
 TEST(TpCli, RendezvousAndTpGpuAloneAreRefused) {
   expect_refused("--rendezvous /tmp/x", {"cli.tp", "--rendezvous is used only by a rank joining with --tp-rank"});
   expect_refused("--tp-gpu 1 --device cuda", {"cli.tp", "--tp-gpu sets the GPU of a rank joining"});
-  expect_refused("--tp 2 --tp-rank 0 --rendezvous tcp://127.0.0.1:2900 --device cuda",
-                 {"cli.tp", "TCP rendezvous is not implemented", "directory"});
+  expect_refused("--tp 2 --tp-rank 1 --rendezvous tcp://127.0.0.1 --device cuda",
+                 {"comm.rendezvous", "not tcp://HOST:PORT", "tcp://127.0.0.1", "e.g. tcp://10.0.0.1:29500"});
   expect_refused("--tp 2 --tp-rank 0 --rendezvous /tmp/x --rendezvous-timeout 0 --device cuda",
                  {"cli.tp", "--rendezvous-timeout 0 is not positive"});
 }

@@ -25,7 +25,7 @@ void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
                 "With --device cuda --tp N: run ranks 1..N-1 as child processes (one per GPU) instead of threads");
   cmd->add_option("--tp-rank", o.tp_rank, "Join a multi-process --tp group as this rank (needs --rendezvous)");
   cmd->add_option("--rendezvous", o.rendezvous,
-                  "With --tp-rank: a fresh directory every rank can reach, where the ranks meet");
+                  "With --tp-rank: where the ranks meet: a fresh directory every rank can reach, or tcp://HOST:PORT (rank 0 listens)");
   cmd->add_option("--rendezvous-timeout", o.rendezvous_timeout_s,
                   "Seconds to wait at the rendezvous for every rank (each arrives once loaded)")
       ->default_str("600");
@@ -66,7 +66,7 @@ void validate_tp_options(const ModelCliOptions& o) {
       fail("cli.tp", {}, "use --device cuda; on the CPU --tp N runs every rank as a thread of one process",
            "--tp-rank joins a multi-process group over NCCL, but the device is cpu");
     if (o.rendezvous.empty())
-      fail("cli.tp", {}, "pass --rendezvous DIR, the same fresh directory on every rank (shared across hosts)",
+      fail("cli.tp", {}, "pass --rendezvous DIR (the same fresh directory on every rank) or tcp://HOST:PORT",
            "--tp-rank {} needs --rendezvous to meet the other ranks", *o.tp_rank);
   } else if (!o.tp_procs) {
     if (!o.rendezvous.empty())
@@ -76,9 +76,6 @@ void validate_tp_options(const ModelCliOptions& o) {
       fail("cli.tp", {}, "add --tp-rank R (and --tp N, --rendezvous DIR), or use --device cuda:N for one GPU",
            "--tp-gpu sets the GPU of a rank joining with --tp-rank");
   }
-  if (o.rendezvous.rfind("tcp://", 0) == 0)
-    fail("cli.tp", {}, "pass a directory every rank can reach (a shared filesystem across hosts)",
-         "--rendezvous {}: TCP rendezvous is not implemented", o.rendezvous);
   if (!(o.rendezvous_timeout_s > 0))
     fail("cli.tp", {}, "pass a positive number of seconds", "--rendezvous-timeout {} is not positive",
          o.rendezvous_timeout_s);
