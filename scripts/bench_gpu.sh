@@ -5,6 +5,7 @@
 #   python3 scripts/gen_gpu_perf.py OUT/torch.jsonl OUT/qlm.jsonl --decode OUT/decode.jsonl
 # regenerates docs/performance.md. Also times whole-model decode (qlm bench-decode) of synthetic
 # Llama-3-8B / 70B-shaped int4 checkpoints.
+# Env: FORMATS (default "bf16 gptq fp8 int8"): the qlm formats to time.
 # Usage: scripts/bench_gpu.sh   (writes $OUT/torch.jsonl, qlm.jsonl, decode.jsonl, gpu_perf.md)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,9 @@ MS=1,16,64,256,1024
 shapes="4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192"
 for shape in $shapes; do
   k=${shape%%:*} n=${shape##*:}
-  for fmt in "--format bf16" "--format gptq --bits 4 --group 128" "--format fp8" "--format int8"; do
+  for f in ${FORMATS:-bf16 gptq fp8 int8}; do
+    fmt="--format $f"
+    [[ $f == gptq ]] && fmt="--format gptq --bits 4 --group 128"
     # shellcheck disable=SC2086
     "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 $fmt --k "$k" --n "$n" --m $MS --iters 10 --json \
       >>"$OUT/qlm.jsonl" 2>>"$OUT/qlm_errors.txt" || echo "qlm bench-linear $fmt k=$k n=$n failed" >>"$OUT/qlm_errors.txt"
