@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-build/bench_fp8}
 mkdir -p "$OUT"
 source scripts/device_env.sh
-MS=${MS:-32,64,128,256,512,1024}
+MS=${MS:-1,16,32,64,128,256,512,1024}
 : >"$OUT/fp8_configs.jsonl"
 for shape in 4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192; do
   k=${shape%%:*} n=${shape##*:}
-  for config in off swap128x64 128x128 128x256; do
-    export QLM_FP8_CUTLASS_CONFIG=$config
+  for config in rule off swap128x32 swap128x64; do
+    if [[ $config == rule ]]; then unset QLM_FP8_CUTLASS_CONFIG; else export QLM_FP8_CUTLASS_CONFIG=$config; fi
     "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 --format fp8 --k "$k" --n "$n" --m "$MS" --iters 10 --json |
       sed "s/^{/{\"config\":\"$config\",/" >>"$OUT/fp8_configs.jsonl" 2>>"$OUT/fp8_errors.txt"
   done

@@ -8,9 +8,8 @@ namespace qlm::cuda {
 
 const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
   switch (c) {
+    case Fp8CutlassConfig::kSwap128x32: return "swap128x32";
     case Fp8CutlassConfig::kSwap128x64: return "swap128x64";
-    case Fp8CutlassConfig::k128x128: return "128x128";
-    case Fp8CutlassConfig::k128x256: return "128x256";
     case Fp8CutlassConfig::kCount: break;
   }
   return "?";

@@ -15,14 +15,16 @@
 
 namespace qlm::cuda {
 
-// Tile configurations, each a separate kernel instantiation; all accumulate with FP32 promotion
-// (the "fast accumulation" FP8 schedules lost 0.3 % relative accuracy at K = 14336 on the H200,
-// over the W8A8 tolerance). "Swap" runs y^T = w x^T so the weight rows fill the wgmma tile's 128
-// rows and few tokens its N side.
+// Tile configurations, each a separate kernel instantiation. Both run the swapped problem
+// y^T = w x^T, so the weight rows fill the wgmma tile's 128 rows and the few tokens its N side, and
+// both are cooperative (the two consumer warpgroups share a tile) and accumulate with FP32
+// promotion: the FP8 "fast accumulation" schedules lost 0.3 % relative accuracy at K = 14336, over
+// the W8A8 tolerance. Measured on the H200 and dropped: ping-pong (one warpgroup per tile; idle
+// warpgroups when tiles are few), 128 x 128 / 128 x 256 token tiles (slower than cuBLASLt from
+// 128 tokens on with promotion), stream-K (docs/fp8-kernel-notes.md).
 enum class Fp8CutlassConfig : int {
-  kSwap128x64,  // swap AB: 128 weight rows x 64 tokens x 128 k, ping-pong
-  k128x128,     // 128 tokens x 128 weight rows x 128 k, cluster 2x1, ping-pong
-  k128x256,     // 128 tokens x 256 weight rows x 128 k, cluster 2x1, cooperative
+  kSwap128x32,  // 128 weight rows x 32 tokens x 128 k
+  kSwap128x64,  // 128 weight rows x 64 tokens x 128 k
   kCount,
 };
 const char* fp8_cutlass_config_name(Fp8CutlassConfig c);

@@ -54,14 +54,17 @@ std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   return std::nullopt;
 }
 
-// The CUTLASS tile configuration for M tokens (M > 16) on an N-row layer, from the H200 sweep of
-// scripts/bench_fp8_configs.sh (docs/fp8-kernel-notes.md): the swapped 128x64 tile up to 128
-// tokens, and up to 256 while its N/128 x M/64 tiles fit one wave of the SMs; then 128x128.
-cuda::Fp8CutlassConfig fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
+// The CUTLASS configuration for M tokens (M > 16) on an N-row layer, or none (cuBLASLt runs), from
+// the H200 sweep of scripts/bench_fp8_configs.sh (docs/fp8-kernel-notes.md). `tiles` = the
+// 128 x 64 tiles of the swapped problem. Up to 64 tokens CUTLASS always (1.0-1.45x torch there);
+// 32-token tiles up to 32 tokens and while 64-token ones would leave most SMs idle; above 64 tokens
+// only while the tiles fit well inside one wave (beyond, cuBLASLt measured faster).
+std::optional<cuda::Fp8CutlassConfig> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
   using C = cuda::Fp8CutlassConfig;
-  const int64_t swap_tiles = (N + 127) / 128 * ((M + 63) / 64);
-  if (M <= 128 || (M <= 256 && swap_tiles <= sm_count)) return C::kSwap128x64;
-  return C::k128x128;
+  const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
+  if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return C::kSwap128x32;
+  if (M <= 64 || 4 * tiles <= 3 * sm_count) return C::kSwap128x64;
+  return std::nullopt;
 }
 
 cudaDataType_t cuda_data_type(DType d) {
@@ -228,7 +231,10 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     a.sm_count = ctx.sm_count;
     a.device = c_.device.index;
     a.pdl = pdl_;  // the GEMM's set-up overlaps the quantizer's tail
-    cuda::Fp8CutlassConfig config = forced_config_.value_or(fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count));
+    const std::optional<cuda::Fp8CutlassConfig> chosen =
+        forced_config_ ? forced_config_ : fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count);
+    if (!chosen) return false;
+    const cuda::Fp8CutlassConfig config = *chosen;
     const cudaError_t e = cuda::fp8_cutlass_gemm(config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
     if (e == cudaErrorNotSupported) return false;
     QLM_CUDA_CHECK(e);

@@ -8,9 +8,8 @@ bool fp8_cutlass_available() { return true; }
 size_t fp8_cutlass_workspace_bytes(Fp8CutlassConfig c, const Fp8CutlassArgs& a) {
   using namespace fp8_cutlass;
   switch (c) {
+    case Fp8CutlassConfig::kSwap128x32: return workspace_swap128x32(a);
     case Fp8CutlassConfig::kSwap128x64: return workspace_swap128x64(a);
-    case Fp8CutlassConfig::k128x128: return workspace_t128x128(a);
-    case Fp8CutlassConfig::k128x256: return workspace_t128x256(a);
     case Fp8CutlassConfig::kCount: break;
   }
   return 0;
@@ -21,9 +20,8 @@ cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* 
   using namespace fp8_cutlass;
   if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.K % 16 != 0 || a.N % 8 != 0) return cudaErrorNotSupported;
   switch (c) {
+    case Fp8CutlassConfig::kSwap128x32: return run_swap128x32(a, workspace, workspace_bytes, stream);
     case Fp8CutlassConfig::kSwap128x64: return run_swap128x64(a, workspace, workspace_bytes, stream);
-    case Fp8CutlassConfig::k128x128: return run_t128x128(a, workspace, workspace_bytes, stream);
-    case Fp8CutlassConfig::k128x256: return run_t128x256(a, workspace, workspace_bytes, stream);
     case Fp8CutlassConfig::kCount: break;
   }
   return cudaErrorNotSupported;

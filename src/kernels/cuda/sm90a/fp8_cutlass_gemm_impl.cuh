@@ -116,9 +116,8 @@ struct Fp8Gemm {
   size_t workspace_##tag(const Fp8CutlassArgs& a); \
   cudaError_t run_##tag(const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t s);
 
+QLM_FP8_CUTLASS_DECLARE(swap128x32)
 QLM_FP8_CUTLASS_DECLARE(swap128x64)
-QLM_FP8_CUTLASS_DECLARE(t128x128)
-QLM_FP8_CUTLASS_DECLARE(t128x256)
 
 // Defines run_<tag> / workspace_<tag> for one Fp8Gemm type, for BF16 and F16 outputs.
 #define QLM_FP8_CUTLASS_DEFINE(tag, ...)                                                                    \
