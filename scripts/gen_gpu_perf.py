@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """GPU linear-layer table of docs/performance.md from one run of scripts/bench_gpu.sh.
 
-Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl] [docs/performance.md] [--stdout]
+Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl]
+           [--fp8-sweep SWEEP.jsonl LT_SWEEP.jsonl] [docs/performance.md] [--stdout]
 Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->. Standard library only.
+--fp8-sweep: the qlm fp8 column comes from scripts/bench_fp8_configs.sh sweeps instead of qlm.jsonl: per
+shape and M the configuration that fp8_cutlass_config_for (src/kernels/cuda/scaled_mm_fp8_fast.cc) picks,
+mirrored in fp8_rule() below (M <= 16: the "rule" rows, the streaming kernel; cuBLASLt: the "off" rows,
+taken from LT_SWEEP). For a rule changed after the last full benchmark run.
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
 import json
@@ -47,7 +52,34 @@ def render_decode(decode_recs, bw):
     return lines
 
 
-def render(torch_recs, qlm_recs, decode_recs=()):
+def fp8_rule(m, n, sms):
+    """The sweep configuration that fp8_cutlass_config_for picks (keep the two in step)."""
+    if m <= 16:
+        return "rule"
+    tiles = -(-n // 128) * -(-m // 64)
+    if m <= 32 or (m <= 64 and 8 * tiles <= 3 * sms):
+        return "swap128x32"
+    if m <= 64 or 4 * tiles <= 3 * sms:
+        return "swap128x64"
+    return "off"
+
+
+def fp8_from_sweep(qlm_recs, sweep, lt_sweep, sms):
+    """qlm_recs with every fp8 record's time replaced by the rule's configuration in the sweeps."""
+    times = {(r["config"], r["k"], r["n"], r["m"]): r for r in sweep if r["config"] != "off"}
+    times.update({(r["config"], r["k"], r["n"], r["m"]): r for r in lt_sweep if r["config"] == "off"})
+    out = []
+    for r in qlm_recs:
+        if r["format"] == "fp8":
+            src = times.get((fp8_rule(r["m"], r["n"], sms), r["k"], r["n"], r["m"]))
+            r = dict(r, median_us=src["median_us"] if src else None, kernel=r["kernel"])
+            if r["median_us"] is None:
+                continue
+        out.append(r)
+    return out
+
+
+def render(torch_recs, qlm_recs, decode_recs=(), fp8_note=""):
     dev = next((r for r in torch_recs if r.get("kind") == "device"), {})
     bw = dev.get("copy_gbps")
     peer = {(r["impl"], r["k"], r["n"], r["m"]): r["median_us"] for r in torch_recs
@@ -77,6 +109,8 @@ def render(torch_recs, qlm_recs, decode_recs=()):
                  "qlm fp8 and int8 include the dynamic per-token activation quantization; `torch fp8` is "
                  "`torch._scaled_mm` on pre-quantized activations, `+quant` adds a torch per-token quantization."
                  if bw else "No device record in the torch results.")
+    if fp8_note:
+        lines[-1] += " " + fp8_note
     lines.append("")
     lines.append("Kernels: " + "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in sorted(kernels.items())))
     lines.append("")
@@ -126,11 +160,25 @@ def main():
         except OSError:
             decode = []
         del argv[i:i + 2]
+    sweep = None
+    if "--fp8-sweep" in argv:
+        i = argv.index("--fp8-sweep")
+        sweep = (argv[i + 1], argv[i + 2])
+        del argv[i:i + 3]
     args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
         print(__doc__)
         return 2
-    text = render(load(args[0]), load(args[1]), decode)
+    torch_recs, qlm_recs, note = load(args[0]), load(args[1]), ""
+    if sweep:
+        dev = next((r for r in torch_recs if r.get("kind") == "device"), {})
+        qlm_recs = fp8_from_sweep(qlm_recs, load(sweep[0]), load(sweep[1]), dev.get("sms", 132))
+        note = (f"**The qlm fp8 column is not from this run**: the FP8 large-M rule changed after it, so each "
+                f"entry is the configuration the current rule picks, measured the same day in the sweeps "
+                f"`{sweep[0]}` (streaming kernel and CUTLASS tiles) and `{sweep[1]}` (cuBLASLt, `off`) by "
+                f"`scripts/bench_fp8_configs.sh` (same timing method; torch fp8 there within a few % of the "
+                f"torch column here).")
+    text = render(torch_recs, qlm_recs, decode, note)
     if "--stdout" in sys.argv:
         print(text)
         return 0
