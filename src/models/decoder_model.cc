@@ -134,6 +134,13 @@ void DecoderModel::declare(const TensorDtypeLookup& dtypes) {
     cache_ = std::make_unique<ops::KvCache>(c.num_layers, kv_heads_, c.head_dim, options_.kv);
 }
 
+std::vector<const FusedMoE*> DecoderModel::moe_layers() const {
+  std::vector<const FusedMoE*> out;
+  for (const Block& b : blocks_)
+    if (b.moe) out.push_back(&b.moe->experts());
+  return out;
+}
+
 int64_t DecoderModel::cache_length() const { return cache_ ? cache_->length() : device_cache_->length(); }
 
 void DecoderModel::truncate_cache(int64_t length) {

@@ -61,6 +61,8 @@ class DecoderModel {
 
   // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.
   int64_t cache_length() const;
+  // The fused MoE layers, in model order (empty for dense models).
+  std::vector<const FusedMoE*> moe_layers() const;
   void truncate_cache(int64_t length);
   // This rank's kv heads: kv_heads() of them, starting at head first_kv_head() of the model.
   int64_t kv_heads() const { return kv_heads_; }

@@ -28,6 +28,7 @@ class MoEBlock {
   // host, or with h on a CUDA device (in the act dtype) F32 on that device (moe_block_cuda.cc).
   Tensor forward(const Tensor& h);
   FusedMoE& experts() { return *experts_; }
+  const FusedMoE& experts() const { return *experts_; }
 
  private:
   Tensor forward_device(const Tensor& h);

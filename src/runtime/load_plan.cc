@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "layers/fused_moe.h"
 #include "models/decoder_model.h"
 #include "quant/unquantized.h"
 #include "runtime/model.h"
@@ -50,6 +51,21 @@ LoadPlan build_load_plan(models::DecoderModel& rank, const QuantizationConfig* q
   for (const auto& [prefix, layer] : rank.modules().linears())
     if (layer.get() != &rank.lm_head()) plan.layers.push_back(plan_layer(*layer));
   plan.layers.push_back(plan_layer(rank.lm_head()));  // last, also when tied (then it is not in the module set)
+  for (const FusedMoE* moe : rank.moe_layers()) {
+    MoEPlan m;
+    m.layer = moe->prefix();
+    m.kernel = moe->kernel_selection.chosen;
+    // The method's description without the MoE kernel it appends ("... [cpu_grouped]").
+    m.method = moe->method().describe();
+    const std::string suffix = " [" + m.kernel + "]";
+    if (m.method.ends_with(suffix)) m.method.resize(m.method.size() - suffix.size());
+    m.rejected = moe->kernel_selection.rejected;
+    m.experts = moe->spec().num_experts;
+    m.top_k = moe->spec().top_k;
+    m.hidden = moe->spec().hidden_size;
+    m.intermediate_p = moe->intermediate_size_per_partition();
+    plan.moe.push_back(std::move(m));
+  }
   return plan;
 }
 

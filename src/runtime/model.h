@@ -69,9 +69,19 @@ struct LayerPlan {
   int64_t K_p = 0, N_p = 0;  // this rank's input / output size
   std::vector<std::pair<std::string, std::string>> rejected;  // kernel, reason (priority order)
 };
+// One fused mixture-of-experts layer: its MoE method and MoE kernel (the expert projections are
+// LayerPlans of their own).
+struct MoEPlan {
+  std::string layer;   // "model.layers.0.block_sparse_moe"
+  std::string method;  // the MoE method's description
+  std::string kernel;  // "cpu_grouped", "cuda_grouped"
+  int64_t experts = 0, top_k = 0, hidden = 0, intermediate_p = 0;  // this rank's intermediate size
+  std::vector<std::pair<std::string, std::string>> rejected;      // kernel, reason (priority order)
+};
 struct LoadPlan {
   std::string quantization;  // the QuantizationConfig's description, or "none"
   std::vector<LayerPlan> layers;
+  std::vector<MoEPlan> moe;  // in model order
   struct Group {
     std::string method, kernel;
     int count = 0;

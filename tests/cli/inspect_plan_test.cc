@@ -91,6 +91,43 @@ TEST(InspectPlanCli, EveryRankIsPlanned) {
   EXPECT_TRUE(contains(text.out, "rank 1: same methods and kernels as rank 0")) << text.out;
 }
 
+// MoE models: every fused-MoE layer of every rank with its MoE method and MoE kernel, besides the
+// expert projections' own rows; on CUDA the device's MoE kernel.
+TEST(InspectPlanCli, MoELayersShowTheirMoEKernel) {
+  const fs::path moe = fs::path(QLM_SOURCE_DIR) / "tests" / "data" / "models" / "mixtral-moe-gptq";
+  const RunResult r = run_qlm("inspect '" + moe.string() + "' --plan --json --tp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  for (const auto& rank : j["ranks"]) {
+    const nlohmann::json& layers = rank["moe"];
+    ASSERT_EQ(layers.size(), 2u);  // two decoder layers, both MoE
+    EXPECT_EQ(layers[0]["layer"], "model.layers.0.block_sparse_moe");
+    EXPECT_EQ(layers[1]["layer"], "model.layers.1.block_sparse_moe");
+    EXPECT_EQ(layers[0]["kernel"], "cpu_grouped");
+    EXPECT_EQ(layers[0]["experts"], 4);
+    EXPECT_EQ(layers[0]["top_k"], 2);
+    EXPECT_EQ(layers[0]["hidden"], 64);
+    EXPECT_EQ(layers[0]["intermediate_p"], 32);  // intermediate 64 split over 2 ranks
+    EXPECT_TRUE(contains(layers[0]["method"].get<std::string>(), "gptq uint4b8 g32")) << layers[0]["method"];
+    EXPECT_FALSE(contains(layers[0]["method"].get<std::string>(), "[cpu_grouped]")) << layers[0]["method"];
+  }
+  const RunResult text = run_qlm("inspect '" + moe.string() + "' --plan");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "rank 0 mixture-of-experts:")) << text.out;
+  EXPECT_TRUE(contains(text.out, "model.layers.1.block_sparse_moe  [4 experts, top-2, 64 → 64]")) << text.out;
+  EXPECT_TRUE(contains(text.out, "→ cpu_grouped")) << text.out;
+  const RunResult cuda = run_qlm("inspect '" + moe.string() + "' --plan --json --device cuda --capability 90");
+  if (cuda.status == 0)
+    EXPECT_EQ(nlohmann::json::parse(cuda.out)["ranks"][0]["moe"][0]["kernel"], "cuda_grouped") << cuda.out;
+  else
+    EXPECT_TRUE(contains(cuda.err, "[plan.no_device_kernels]")) << cuda.err;  // a build without CUDA kernels
+  // Dense models list none.
+  const RunResult dense = run_qlm(plan_args("--json"));
+  ASSERT_EQ(dense.status, 0) << dense.err;
+  EXPECT_TRUE(nlohmann::json::parse(dense.out)["ranks"][0]["moe"].empty());
+}
+
 TEST(InspectPlanCli, BadCombinationsFailWithTheirReasons) {
   // A scaled-mm kernel name matches no mixed-precision kernel.
   RunResult r = run_qlm(plan_args("--linear-backend cpu_fast_fp8"));

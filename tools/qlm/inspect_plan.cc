@@ -16,13 +16,37 @@ OrderedJson layer_json(const runtime::LayerPlan& l) {
           {"K_p", l.K_p},     {"N_p", l.N_p},       {"rejected", std::move(rejected)}};
 }
 
+OrderedJson moe_json(const runtime::MoEPlan& m) {
+  OrderedJson rejected = OrderedJson::array();
+  for (const auto& [kernel, reason] : m.rejected) rejected.push_back({{"kernel", kernel}, {"reason", reason}});
+  return {{"layer", m.layer},
+          {"method", m.method},
+          {"kernel", m.kernel},
+          {"experts", m.experts},
+          {"top_k", m.top_k},
+          {"hidden", m.hidden},
+          {"intermediate_p", m.intermediate_p},
+          {"rejected", std::move(rejected)}};
+}
+
 OrderedJson rank_json(int rank, const runtime::LoadPlan& plan) {
   OrderedJson layers = OrderedJson::array();
   for (const runtime::LayerPlan& l : plan.layers) layers.push_back(layer_json(l));
+  OrderedJson moe = OrderedJson::array();
+  for (const runtime::MoEPlan& m : plan.moe) moe.push_back(moe_json(m));
   OrderedJson summary = OrderedJson::array();
   for (const runtime::LoadPlan::Group& g : plan.groups())
     summary.push_back({{"method", g.method}, {"kernel", g.kernel}, {"count", g.count}});
-  return {{"rank", rank}, {"layers", std::move(layers)}, {"summary", std::move(summary)}};
+  return {{"rank", rank}, {"layers", std::move(layers)}, {"moe", std::move(moe)}, {"summary", std::move(summary)}};
+}
+
+// "  model.layers.0.mlp  [8 experts, top-2, 4096 → 14336]  <method>  → cuda_grouped"
+void render_moe(std::string& out, const OrderedJson& m, size_t width) {
+  out += fmt::format("  {:<{}}  [{} experts, top-{}, {} → {}]  {}  → {}\n", m["layer"].get<std::string>(), width,
+                     m["experts"].get<int64_t>(), m["top_k"].get<int64_t>(), m["hidden"].get<int64_t>(),
+                     m["intermediate_p"].get<int64_t>(), m["method"].get<std::string>(), m["kernel"].get<std::string>());
+  for (const OrderedJson& r : m["rejected"])
+    out += fmt::format("      rejected {}: {}\n", r["kernel"].get<std::string>(), r["reason"].get<std::string>());
 }
 
 void render_layer(std::string& out, const OrderedJson& l, size_t width) {
@@ -68,7 +92,7 @@ std::string render_plan_text(const OrderedJson& plan) {
   const OrderedJson& ranks = plan["ranks"];
   for (size_t r = 0; r < ranks.size(); ++r) {
     const OrderedJson& layers = ranks[r]["layers"];
-    if (r > 0 && layers == ranks[0]["layers"]) {
+    if (r > 0 && layers == ranks[0]["layers"] && ranks[r]["moe"] == ranks[0]["moe"]) {
       out += fmt::format("rank {}: same methods and kernels as rank 0\n", r);
       continue;
     }
@@ -76,6 +100,13 @@ std::string render_plan_text(const OrderedJson& plan) {
     size_t width = 0;
     for (const OrderedJson& l : layers) width = std::max(width, l["layer"].get<std::string>().size());
     for (const OrderedJson& l : layers) render_layer(out, l, width);
+    const OrderedJson& moe = ranks[r]["moe"];
+    if (!moe.empty()) {
+      out += fmt::format("rank {} mixture-of-experts: layer  [experts, top-k, H → I per rank]  method  → MoE kernel\n", r);
+      width = 0;
+      for (const OrderedJson& m : moe) width = std::max(width, m["layer"].get<std::string>().size());
+      for (const OrderedJson& m : moe) render_moe(out, m, width);
+    }
   }
   out += "summary:\n";
   for (size_t r = 0; r < ranks.size(); ++r) {
