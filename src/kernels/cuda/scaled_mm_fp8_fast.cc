@@ -27,10 +27,9 @@
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
-#include "kernels/cuda/dense_lt_gemm.h"
 #include "kernels/cuda/fp8_cutlass_gemm.h"
+#include "kernels/cuda/fp8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
-#include "kernels/cuda/scaled_mm_epilogue.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 #include "kernels/scaled_mm.h"
 
@@ -67,10 +66,6 @@ std::optional<cuda::Fp8CutlassConfig> fp8_cutlass_config_for(int64_t M, int64_t 
   return std::nullopt;
 }
 
-cudaDataType_t cuda_data_type(DType d) {
-  return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
-}
-
 class ScaledMMFp8FastKernel final : public ScaledMMKernel {
  public:
   explicit ScaledMMFp8FastKernel(const ScaledMMConfig& c) : c_(c) {}
@@ -98,25 +93,9 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
       QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, &blocks));
       occupancy_[i] = std::max(1, blocks);
     }
-    // cuBLASLt for large M: one weight scale per row, per-token scales as outer vectors.
-    row_scales_ = w_.scales;
-    if (c_.weight_scale == WeightScaleKind::Tensor)
-      row_scales_ = Tensor::from_vector(std::vector<float>(static_cast<size_t>(c_.N_p), w.weight_scale.data<float>()[0]),
-                                        {c_.N_p})
-                        .to_device(c_.device);
-    cuda::LtGemmSpec spec;
-    spec.a_type = spec.b_type = CUDA_R_8F_E4M3;
-    spec.d_type = cuda_data_type(c_.act_dtype);
-    spec.compute = CUBLAS_COMPUTE_32F;
-    spec.N = c_.N_p;
-    spec.K = c_.K_p;
-    spec.outer_vec_scales = true;
-    spec.what = "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M)";
-    gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
-    spec.outer_vec_scales = false;
-    spec.d_type = CUDA_R_32F;
-    spec.what = "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M, F32 output)";
-    gemm_f32_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+    // cuBLASLt for large M on the same weight copy; its per-row weight scales serve CUTLASS too.
+    lt_ = std::make_unique<Fp8OuterVecLtGemm>(c_, w, w_, /*outer_vec=*/true,
+                                              "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M)");
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -125,11 +104,11 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     if (M == 0) return;
     const CudaActCodes q = quantize(x, M);
     if (M <= max_m_) run_fast(q, M, y, bias);
-    else if (!run_cutlass(q, M, y, bias)) run_lt(q, M, y, bias);
+    else if (!run_cutlass(q, M, y, bias)) lt_->run(w_, q, M, y, bias);
   }
 
   size_t weight_bytes() const override {
-    return w_.bytes() + (c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
+    return w_.bytes() + lt_->extra_bytes();
   }
 
  private:
@@ -223,7 +202,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     a.y = y.raw_data();
     a.y_f16 = c_.act_dtype == DType::F16;
     a.sx = q.scales.data<float>();
-    a.sw = row_scales_.data<float>();
+    a.sw = lt_->row_scales().data<float>();
     a.bias = bias ? bias->data<float>() : nullptr;
     a.M = M;
     a.N = c_.N_p;
@@ -241,35 +220,6 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     return true;
   }
 
-  void run_lt(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
-    cuda::Context& ctx = cuda::context(c_.device.index);
-    const float* b = bias ? bias->data<float>() : nullptr;
-    cuda::EpilogueArgs e;
-    e.y = y.raw_data();
-    e.y_type = cuda_float_type(c_.act_dtype);
-    e.M = M;
-    e.N = c_.N_p;
-    e.bias = b;
-    const float* a_scale = row_scales_.data<float>();
-    const float* b_scale = q.scales.data<float>();
-    if (gemm_->supported(M, b, a_scale, b_scale)) {
-      if (gemm_->run(w_.codes.raw_data(), q.codes.raw_data(), y.raw_data(), M, b, a_scale, b_scale) || !b) return;
-      e.acc = y.raw_data();  // bias only, in place
-      e.acc_type = e.y_type;
-      QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
-      return;
-    }
-    Tensor acc = Tensor::empty({M, c_.N_p}, DType::F32, c_.device);
-    gemm_f32_->run(w_.codes.raw_data(), q.codes.raw_data(), acc.raw_data(), M, nullptr, nullptr, nullptr);
-    e.acc = acc.raw_data();
-    e.acc_type = cuda::kAccF32;
-    e.row_scale = q.scales.data<float>();
-    e.row_scale_stride = 1;
-    e.col_scale = w_.scales.data<float>();
-    e.col_scale_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
-    QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
-  }
-
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   int64_t max_m_ = kDefaultMaxM;
@@ -278,9 +228,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   bool use_cutlass_ = false;                             // large M through the CUTLASS sm_90a GEMM
   std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
   int occupancy_[4] = {1, 1, 1, 1};         // resident blocks per SM of the 8/16/32/64-token instances
-  Tensor row_scales_;                        // F32 [N] weight scales (cuBLASLt outer-vector mode)
-  std::unique_ptr<cuda::LtGemm> gemm_;       // large M: y in the activation dtype, scales by cuBLASLt
-  std::unique_ptr<cuda::LtGemm> gemm_f32_;   // large M fallback: F32 output for our epilogue
+  std::unique_ptr<Fp8OuterVecLtGemm> lt_;   // large M where CUTLASS does not run
 };
 
 const ScaledMMKernelRegistrar kRegister{{

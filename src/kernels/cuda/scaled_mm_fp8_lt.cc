@@ -12,22 +12,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <vector>
 
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/dense_lt_gemm.h"
+#include "kernels/cuda/fp8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
-#include "kernels/cuda/scaled_mm_epilogue.h"
 #include "kernels/scaled_mm.h"
 
 namespace qlm {
 namespace {
-
-cudaDataType_t cuda_data_type(DType d) {
-  return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
-}
 
 bool tensor_scales_only(const ScaledMMConfig& c) {
   return c.weight_scale == WeightScaleKind::Tensor &&
@@ -54,79 +49,33 @@ class ScaledMMFp8LtKernel final : public ScaledMMKernel {
 
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
-    cuda::LtGemmSpec spec;
-    spec.a_type = spec.b_type = CUDA_R_8F_E4M3;
-    spec.d_type = cuda_data_type(c_.act_dtype);
-    spec.compute = CUBLAS_COMPUTE_32F;
-    spec.N = c_.N_p;
-    spec.K = c_.K_p;
-    spec.what = "fp8 scaled-mm";
     if (tensor_scales_only(c_)) {
-      gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+      scalar_gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, fp8_lt_spec(c_, "fp8 scaled-mm"));
       return;
     }
-    // One weight scale per output row for the outer-vector mode.
-    row_scales_ = w_.scales;
-    if (c_.weight_scale == WeightScaleKind::Tensor)
-      row_scales_ = Tensor::from_vector(std::vector<float>(static_cast<size_t>(c_.N_p), w.weight_scale.data<float>()[0]),
-                                        {c_.N_p})
-                        .to_device(c_.device);
     const char* env = std::getenv("QLM_CUDA_FP8_OUTER_VEC");
-    if (!env || std::strcmp(env, "0") != 0) {
-      spec.outer_vec_scales = true;
-      gemm_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
-      spec.outer_vec_scales = false;
-    }
-    spec.d_type = CUDA_R_32F;
-    spec.what = "fp8 scaled-mm (F32 output)";
-    gemm_f32_ = std::make_unique<cuda::LtGemm>(c_.device.index, spec);
+    outer_gemm_ = std::make_unique<Fp8OuterVecLtGemm>(c_, w, w_, !env || std::strcmp(env, "0") != 0, "fp8 scaled-mm");
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
     const int64_t M = check_cuda_linear_args("cuda_scaled_mm_fp8_lt", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
-    QLM_CHECK(gemm_ != nullptr || gemm_f32_ != nullptr);
-    cuda::Context& ctx = cuda::context(c_.device.index);
+    QLM_CHECK(scalar_gemm_ != nullptr || outer_gemm_ != nullptr);
     const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
-    const float* b = bias ? bias->data<float>() : nullptr;
-    cuda::EpilogueArgs e;
-    e.y = y.raw_data();
-    e.y_type = cuda_float_type(c_.act_dtype);
-    e.M = M;
-    e.N = c_.N_p;
-    e.bias = b;
-    // Scalar mode: every row of q.scales holds the tensor scale, row 0 is read. Outer-vector
-    // mode: q.scales has one scale per token (equal ones for per-tensor activations).
-    const float* a_scale = tensor_scales_only(c_) ? w_.scales.data<float>() : row_scales_.data<float>();
-    const float* b_scale = q.scales.data<float>();
-    if (tensor_scales_only(c_) || (gemm_ && gemm_->supported(M, b, a_scale, b_scale))) {
-      if (gemm_->run(w_.codes.raw_data(), q.codes.raw_data(), y.raw_data(), M, b, a_scale, b_scale) || !b) return;
-      e.acc = y.raw_data();  // bias only, in place
-      e.acc_type = e.y_type;
-      QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
-      return;
-    }
-    Tensor acc = Tensor::empty({M, c_.N_p}, DType::F32, c_.device);
-    gemm_f32_->run(w_.codes.raw_data(), q.codes.raw_data(), acc.raw_data(), M, nullptr, nullptr, nullptr);
-    e.acc = acc.raw_data();
-    e.acc_type = cuda::kAccF32;
-    e.row_scale = q.scales.data<float>();
-    e.row_scale_stride = 1;
-    e.col_scale = w_.scales.data<float>();
-    e.col_scale_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
-    QLM_CUDA_CHECK(cuda::launch_epilogue(e, ctx.stream));
+    // Scalar mode: every row of q.scales holds the tensor scale, row 0 is read.
+    if (scalar_gemm_)
+      run_lt_gemm_with_bias(*scalar_gemm_, c_, w_, q, M, y, bias, w_.scales.data<float>(), q.scales.data<float>());
+    else
+      outer_gemm_->run(w_, q, M, y, bias);
   }
 
-  size_t weight_bytes() const override {
-    return w_.bytes() + (row_scales_.defined() && c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
-  }
+  size_t weight_bytes() const override { return w_.bytes() + (outer_gemm_ ? outer_gemm_->extra_bytes() : 0); }
 
  private:
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
-  Tensor row_scales_;                      // F32 [N] weight scales (outer-vector mode)
-  std::unique_ptr<cuda::LtGemm> gemm_;      // y in the activation dtype, scales applied by cuBLASLt (or null)
-  std::unique_ptr<cuda::LtGemm> gemm_f32_;  // fallback: F32 output for our epilogue
+  std::unique_ptr<cuda::LtGemm> scalar_gemm_;      // per-tensor scales only
+  std::unique_ptr<Fp8OuterVecLtGemm> outer_gemm_;  // per-token and / or per-channel scales
 };
 
 const ScaledMMKernelRegistrar kRegister{{
