@@ -17,7 +17,6 @@ const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
 
 #ifndef QLM_WITH_CUTLASS
 bool fp8_cutlass_available() { return false; }
-size_t fp8_cutlass_workspace_bytes(Fp8CutlassConfig, const Fp8CutlassArgs&) { return 0; }
 cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig, const Fp8CutlassArgs&, void*, size_t, cudaStream_t) {
   return cudaErrorNotSupported;
 }

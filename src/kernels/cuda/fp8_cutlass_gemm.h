@@ -45,10 +45,9 @@ struct Fp8CutlassArgs {
 
 // True when the CUTLASS kernels were compiled into this build.
 bool fp8_cutlass_available();
-// Device workspace bytes config `c` needs for these arguments (0 for the configurations above).
-size_t fp8_cutlass_workspace_bytes(Fp8CutlassConfig c, const Fp8CutlassArgs& a);
 // Runs config `c`; returns cudaSuccess or the launch error (cudaErrorNotSupported when CUTLASS
-// rejects the problem, e.g. misaligned shapes, or was not compiled in).
+// rejects the problem, e.g. misaligned shapes, or was not compiled in; cudaErrorInvalidValue when
+// `workspace_bytes` is less than the configuration needs, none of them needs any today).
 cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream);
 

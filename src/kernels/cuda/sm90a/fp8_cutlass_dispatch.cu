@@ -5,16 +5,6 @@ namespace qlm::cuda {
 
 bool fp8_cutlass_available() { return true; }
 
-size_t fp8_cutlass_workspace_bytes(Fp8CutlassConfig c, const Fp8CutlassArgs& a) {
-  using namespace fp8_cutlass;
-  switch (c) {
-    case Fp8CutlassConfig::kSwap128x32: return workspace_swap128x32(a);
-    case Fp8CutlassConfig::kSwap128x64: return workspace_swap128x64(a);
-    case Fp8CutlassConfig::kCount: break;
-  }
-  return 0;
-}
-
 cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream) {
   using namespace fp8_cutlass;

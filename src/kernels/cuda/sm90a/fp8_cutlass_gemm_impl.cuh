@@ -95,8 +95,6 @@ struct Fp8Gemm {
     return args;
   }
 
-  static size_t workspace_bytes(const Fp8CutlassArgs& a) { return Gemm::get_workspace_size(arguments(a)); }
-
   static cudaError_t run(const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     typename Gemm::Arguments args = arguments(a);
     Gemm gemm;
@@ -112,21 +110,16 @@ struct Fp8Gemm {
 };
 
 // The entry points each configuration's .cu file defines.
-#define QLM_FP8_CUTLASS_DECLARE(tag)               \
-  size_t workspace_##tag(const Fp8CutlassArgs& a); \
+#define QLM_FP8_CUTLASS_DECLARE(tag) \
   cudaError_t run_##tag(const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t s);
 
 QLM_FP8_CUTLASS_DECLARE(swap128x32)
 QLM_FP8_CUTLASS_DECLARE(swap128x64)
 
-// Defines run_<tag> / workspace_<tag> for one Fp8Gemm type, for BF16 and F16 outputs.
+// Defines run_<tag> for one Fp8Gemm type, for BF16 and F16 outputs.
 #define QLM_FP8_CUTLASS_DEFINE(tag, ...)                                                                    \
   template <class Out>                                                                                      \
   using Gemm_##tag = Fp8Gemm<__VA_ARGS__>;                                                                  \
-  size_t workspace_##tag(const Fp8CutlassArgs& a) {                                                         \
-    return a.y_f16 ? Gemm_##tag<cutlass::half_t>::workspace_bytes(a)                                        \
-                   : Gemm_##tag<cutlass::bfloat16_t>::workspace_bytes(a);                                   \
-  }                                                                                                         \
   cudaError_t run_##tag(const Fp8CutlassArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t s) { \
     return a.y_f16 ? Gemm_##tag<cutlass::half_t>::run(a, workspace, workspace_bytes, s)                     \
                    : Gemm_##tag<cutlass::bfloat16_t>::run(a, workspace, workspace_bytes, s);                \
