@@ -30,10 +30,9 @@ def main():
         row = table[(k, n, m)]
         best = min(row, key=row.get)
         t = torch_us.get((k, n, m))
-        ratio = f"{t / row[best]:.2f}x" if t else "—"
+        torch_cell, ratio = (f"{t:.1f}", f"{t / row[best]:.2f}x") if t else ("—", "—")
         cells = " | ".join(f"{row[c]:.1f}" if c in row else "—" for c in names)
-        print(f"| {k} x {n} | {m} | {t:.1f} | {cells} | {best} | {ratio} |" if t else
-              f"| {k} x {n} | {m} | — | {cells} | {best} | {ratio} |")
+        print(f"| {k} x {n} | {m} | {torch_cell} | {cells} | {best} | {ratio} |")
 
 
 if __name__ == "__main__":

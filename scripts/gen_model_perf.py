@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from perf_doc import replace_region
+
 BEGIN = "<!-- cpu-model:begin -->"
 END = "<!-- cpu-model:end -->"
 
@@ -62,17 +64,7 @@ def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "build/release/bench_models.json"
     doc = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "docs", "performance.md")
     data = json.load(open(src))
-    section = f"{BEGIN}\n{render(data)}\n{END}"
-    text = open(doc).read() if os.path.exists(doc) else "# Performance\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(doc, "w") as f:
-        f.write(text)
-    print(f"updated {doc}")
+    replace_region(doc, BEGIN, END, render(data))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from perf_doc import replace_region
+
 BEGIN = "<!-- cpu-linear:begin -->"
 END = "<!-- cpu-linear:end -->"
 
@@ -188,17 +190,6 @@ def render_w8a8(data):
     return "\n".join(out) + "\n"
 
 
-def replace_region(doc, begin, end, body):
-    text = open(doc).read() if os.path.exists(doc) else "# Performance\n"
-    if begin not in text or end not in text:
-        text = text.rstrip("\n") + f"\n\n{begin}\n{end}\n"
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(doc, "w") as f:
-        f.write(head + f"{begin}\n{body}\n{end}" + tail)
-    print(f"updated {doc}")
-
-
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--w8a8":
         with open(sys.argv[2]) as f:
@@ -210,20 +201,7 @@ def main():
     doc = sys.argv[2] if len(sys.argv) > 2 else "docs/performance.md"
     with open(src) as f:
         data = json.load(f)
-    section = f"{BEGIN}\n{render(data)}\n{END}"
-    if os.path.exists(doc):
-        with open(doc) as f:
-            text = f.read()
-    else:
-        text = f"# Performance\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
-        text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    os.makedirs(os.path.dirname(doc) or ".", exist_ok=True)
-    with open(doc, "w") as f:
-        f.write(head + section + tail)
-    print(f"updated {doc}")
+    replace_region(doc, BEGIN, END, render(data))
 
 
 if __name__ == "__main__":
