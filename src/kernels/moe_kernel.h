@@ -6,9 +6,9 @@
 // Kernels register per device in MoEKernelRegistry like the linear kernels. The CPU kernel
 // ("cpu_grouped", kernels/cpu/moe_grouped.cc) runs one pass per expert over its token group with the
 // expert's own prepared linear kernels (any format). The CUDA kernel ("cuda_grouped",
-// kernels/cuda/moe_cuda.cc) routes and groups on the device (run_device) and runs WNA16 experts in
-// one grouped launch per projection from their standard-form weights, every other format per expert
-// on the experts' own CUDA linear kernels.
+// kernels/cuda/moe_cuda.cc) routes and groups on the device (run_device) and runs WNA16 experts
+// from one copy of their weights it repacks itself (one grouped launch per projection, or per expert
+// for many rows), every other format per expert on the experts' own CUDA linear kernels.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +74,10 @@ class MoEKernel {
  public:
   virtual ~MoEKernel() = default;
   virtual std::string name() const = 0;
+  // True when the kernel runs weight-only integer experts at every batch size from their standard
+  // form alone (MoEExpertOps::w13_wna16 / w2_wna16) and never calls their w13 / w2: the MoE method
+  // then builds no linear kernel for those projections, so the expert weights are held once.
+  virtual bool runs_wna16_experts() const { return false; }
   // Called once every expert's weights are loaded and prepared; `experts` ordered by local index.
   virtual void prepare(std::vector<MoEExpertOps> experts) = 0;
   // y [T, H] (zero-filled F32 on the host, allocated by the caller) += Σ_j w[t, j] · expert_j(x[t]).

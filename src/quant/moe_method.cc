@@ -86,12 +86,26 @@ void ExpertwiseMoEMethod::create_weights(FusedMoE& layer) {
   auto [entry, selection] = registry.select(cfg_, ctx.device.type, "auto", "fused-MoE", layer.prefix());
   layer.kernel_selection = selection;
   kernel_name_ = entry->name;
-  // A device kernel may repack weight-only integer experts into one grouped layout: keep their
-  // standard form until prepare() (released there).
-  if (!ctx.device.is_cpu())
+  kernel_ = entry->create(cfg_);
+  // A device kernel may repack weight-only integer experts into its own layout: keep their standard
+  // form until prepare() (released there). One that runs them from that layout alone at every batch
+  // size gets only the standard form: the projections build no kernel, the weights are held once.
+  if (!ctx.device.is_cpu()) {
+    const bool all_wna16 = std::all_of(layer.experts().begin(), layer.experts().end(), [](const FusedMoE::Expert& e) {
+      return wna16_method(e.w13) != nullptr && wna16_method(e.w2) != nullptr;
+    });
+    const bool kernel_only = all_wna16 && kernel_->runs_wna16_experts();
     for (const FusedMoE::Expert& e : layer.experts())
       for (LinearLayer* l : {e.w13, e.w2})
-        if (WNA16LinearMethod* m = wna16_method(l)) m->keep_standard_form(true);
+        if (WNA16LinearMethod* m = wna16_method(l)) {
+          if (kernel_only) {
+            m->standard_form_only(true);
+            l->kernel_selection.chosen = kernel_name_;  // the plan shows where the weights run
+          } else {
+            m->keep_standard_form(true);
+          }
+        }
+  }
 }
 
 void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
@@ -114,10 +128,9 @@ void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
                                .w13_wna16 = standard(w13),
                                .w2_wna16 = standard(w2)});
   }
-  const auto* entry = MoEKernelRegistry::instance().find(kernel_name_);
-  QLM_CHECK(entry != nullptr);
-  kernel_ = entry->create(cfg_);
+  QLM_CHECK(kernel_ != nullptr);  // created in create_weights
   kernel_->prepare(std::move(ops));
+  prepared_ = true;
   for (const FusedMoE::Expert& e : layer.experts())
     for (LinearLayer* l : {e.w13, e.w2})
       if (WNA16LinearMethod* m = wna16_method(l)) {
@@ -127,7 +140,7 @@ void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
 }
 
 Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) {
-  if (!kernel_)
+  if (!prepared_)
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
          layer.prefix());
@@ -137,7 +150,7 @@ Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERou
 }
 
 Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits) {
-  if (!kernel_)
+  if (!prepared_)
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
          layer.prefix());

@@ -7,7 +7,9 @@
 // tensor / channel / block — w13 requantised to one scale per expert, INT8 W8A8, ...) loads per
 // expert in its own checkpoint layout and keeps its prepared kernel. The MoE kernel is chosen here,
 // at config time, from MoEKernelRegistry for the device. On CUDA the weight-only integer experts
-// keep their standard form until the MoE kernel has repacked it for its grouped launch.
+// keep their standard form until the MoE kernel has repacked it; a kernel that runs them from its
+// own copy alone (MoEKernel::runs_wna16_experts) gets only that form and the projections build no
+// kernel of their own, so the weights are held once.
 #pragma once
 
 #include <memory>
@@ -33,7 +35,8 @@ class ExpertwiseMoEMethod final : public MoEMethod {
   const QuantizationConfig* config_;
   MoEKernelConfig cfg_;
   std::string kernel_name_;
-  std::unique_ptr<MoEKernel> kernel_;
+  std::unique_ptr<MoEKernel> kernel_;  // created with the weights, prepared once they are loaded
+  bool prepared_ = false;
 };
 
 std::unique_ptr<MoEMethod> make_expertwise_moe_method(const QuantizationConfig* config);

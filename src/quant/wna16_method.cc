@@ -93,6 +93,10 @@ void WNA16LinearMethod::process_weights_after_loading(LinearLayer& layer) {
   WNA16Weights w = to_standard_form(layer, geo_);
   attach_g_idx(layer, w);
   validate(layer, w);
+  if (standard_only_) {
+    kept_ = std::move(w);
+    return;
+  }
   const auto* entry = MPKernelRegistry::instance().find(kernel_name_);
   QLM_CHECK(entry != nullptr);
   kernel_ = entry->create(cfg_);
@@ -171,6 +175,11 @@ void WNA16LinearMethod::validate(const LinearLayer& layer, const WNA16Weights& w
 }
 
 Tensor WNA16LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) {
+  if (standard_only_)
+    fail("quant.moe_expert", {.file = {}, .tensor = {}, .layer = layer.prefix()},
+         "run the fused-MoE layer that holds this expert, not the projection on its own",
+         "layer {} is an expert projection whose weights only its fused-MoE kernel holds; it has no linear kernel",
+         layer.prefix());
   if (!kernel_)
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "call finalize() after loading every tensor",
          "layer {} ran forward before process_weights_after_loading", layer.prefix());

@@ -64,6 +64,10 @@ class WNA16LinearMethod : public LinearMethod {
   void keep_standard_form(bool keep) { keep_ = keep; }
   // Frees the kept standard form (a grouped MoE kernel that repacked it).
   void release_standard_form() { kept_.reset(); }
+  // For a fused-MoE kernel that runs the experts from their standard form alone
+  // (MoEKernel::runs_wna16_experts): process_weights_after_loading keeps the standard form and
+  // builds no kernel, so the weights are held once; apply() then fails ("quant.moe_expert").
+  void standard_form_only(bool on) { standard_only_ = on; }
   // Load-time warnings (zero scales, ...), also printed to stderr.
   const std::vector<std::string>& warnings() const { return warnings_; }
 
@@ -91,6 +95,7 @@ class WNA16LinearMethod : public LinearMethod {
   std::string kernel_name_;
   std::unique_ptr<MPLinearKernel> kernel_;
   bool keep_ = false;
+  bool standard_only_ = false;
   std::optional<WNA16Weights> kept_;
   std::vector<std::string> warnings_;
 };

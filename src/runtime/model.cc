@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <exception>
 
 #include "config/hf_config.h"
 #include "config/quant_config_source.h"
@@ -40,7 +42,19 @@ using Clock = std::chrono::steady_clock;
 class JoinedComm final : public Communicator {
  public:
   JoinedComm(int rank, int size) : rank_(rank), size_(size) {}
+  // Not left (an error is unwinding this rank): NCCL's destroy waits for every other rank on the
+  // host, which may be gone or stuck in a collective, so the communicator is abandoned to the
+  // process exit instead of hanging it.
+  ~JoinedComm() override { (void)nccl_.release(); }
   void attach(std::unique_ptr<Communicator> nccl) { nccl_ = std::move(nccl); }
+  // Finishes this rank's collectives (a barrier) and destroys its NCCL communicator, which returns
+  // once every rank of the group on this host has done the same (Model::leave_group).
+  void leave() {
+    if (!nccl_) return;
+    nccl_->barrier();
+    nccl_.reset();
+    left_ = true;
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void all_reduce_sum(Tensor& t) override { joined().all_reduce_sum(t); }
@@ -50,10 +64,15 @@ class JoinedComm final : public Communicator {
 
  private:
   Communicator& joined() {
+    if (left_)
+      fail("model.tp", {}, "load the model again to run it",
+           "tensor-parallel rank {} of {} has left its group (Model::leave_group) and cannot run collectives",
+           rank_, size_);
     QLM_CHECK(nccl_ != nullptr);  // Model::load attaches NCCL before it returns
     return *nccl_;
   }
   int rank_, size_;
+  bool left_ = false;
   std::unique_ptr<Communicator> nccl_;
 };
 
@@ -171,7 +190,21 @@ DType activation_dtype(const ModelOptions& options) {
 }
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
-Model::~Model() = default;
+Model::~Model() {
+  // A joined rank that was not told to leave leaves now, unless an error is unwinding it: then its
+  // peers may never reach NCCL's destroy, and the communicator is abandoned (JoinedComm).
+  if (!impl_->joined_rank || std::uncaught_exceptions() > 0) return;
+  try {
+    leave_group();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qlm: warning: tensor-parallel rank %d could not leave its group: %s\n", tp_rank(), e.what());
+  }
+}
+
+void Model::leave_group() {
+  if (!impl_->joined_rank) return;
+  static_cast<JoinedComm&>(*impl_->gpu_comms.front()).leave();
+}
 
 std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const ModelOptions& options) {
   const auto start = Clock::now();

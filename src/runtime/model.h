@@ -114,6 +114,12 @@ class Model {
   int tp_rank() const;
   // Whether this process holds one rank of a multi-process group (the others run elsewhere).
   bool joined_group() const;
+  // Ends this process's part in a multi-process group: waits for its collectives, then destroys its
+  // NCCL communicator — which NCCL returns from only once every rank of the group on this host
+  // destroys its own, so every rank must call it (the destructor does, when no error unwinds).
+  // A launcher that waits for its child ranks calls it first. forward() fails afterwards with
+  // "model.tp". No-op for a model that runs all its ranks.
+  void leave_group();
   // The token every rank continues with: rank 0's. Ranks of a multi-process group sample each on
   // their own; this broadcast keeps their sequences (and so their collectives) identical whatever
   // their sampling. Every rank must call it at the same step. Identity in a single process.

@@ -3,8 +3,9 @@
 // compressed-tensors WNA16, FP8 tensor / channel / block, INT8 W8A8), with the router on the device:
 // 1, 7, 33 and 300 tokens (WNA16 runs grouped up to 33 tokens here and per expert at 300), expert 0
 // receiving every token and expert 3 none, outputs taken from NaN-poisoned memory, BF16 and F32
-// activations; also routing without renormalisation, NaN weights in an expert without tokens, and
-// host input refused. Skipped without a visible GPU.
+// activations; also routing without renormalisation, NaN weights in an expert without tokens, WNA16
+// expert weights held once (no linear kernel per expert), and host input refused. Skipped without
+// a visible GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -143,6 +144,29 @@ TEST(CudaMoe, ExpertsWithoutTokensDoNotRun) {
       t = Tensor::from_vector(std::vector<float>(t.numel(), NAN), t.shape());
   auto layer = load_gpu_layer(nullptr, ck, DType::BF16, DType::F32);
   for (int64_t T : {1, 33}) check_tokens(*layer->moe, c, ck, T, DType::BF16, true, 0.01);
+}
+
+// WNA16 experts live only in the MoE kernel's layout on the GPU: their projections build no
+// kernel of their own (running one alone is refused), while FP8 experts keep their linear kernels.
+TEST(CudaMoe, Wna16ExpertWeightsAreHeldOnce) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : cases()) {
+    if (c.config_json.empty()) continue;
+    auto cfg = make_quant_config(c.config_json);
+    const Checkpoint ck = make_checkpoint(c);
+    auto layer = load_gpu_layer(cfg.get(), ck, DType::BF16, c.dtype);
+    const bool wna16 = c.name.find("gptq") != std::string::npos || c.name.find("awq") != std::string::npos ||
+                       c.name.find("wna16") != std::string::npos;
+    const Tensor x = on_gpu(random_inputs(2, kH, 3), {2, kH}, DType::BF16);
+    for (const FusedMoE::Expert& e : layer->moe->experts()) {
+      if (wna16) {
+        EXPECT_QLM_ERROR(e.w13->forward(x), "quant.moe_expert", "fused-MoE kernel");
+      } else {
+        EXPECT_EQ(e.w13->forward(x).size(0), 2) << c.name;
+      }
+    }
+    check_tokens(*layer->moe, c, ck, 300, DType::BF16, true, 0.01);
+  }
 }
 
 TEST(CudaMoe, HostInputIsRefused) {

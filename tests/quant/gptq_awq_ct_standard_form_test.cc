@@ -94,6 +94,26 @@ void expect_identical(const WNA16Weights& a, const WNA16Weights& b, const std::s
   EXPECT_TRUE(same_bytes(a.g_idx, b.g_idx)) << what << " g_idx";
 }
 
+// A fused-MoE kernel that holds the experts itself gets only the standard form: the same one a
+// kept form gives, and no kernel of the layer's own (running the layer alone is refused).
+TEST(WNA16StandardForm, StandardFormOnlyKeepsTheFormAndBuildsNoKernel) {
+  const IntQuant q = hand_built(4, 32, /*sym=*/false, /*act_order=*/true);
+  const std::string json = gptq_json(4, 32, false, true, "gptq");
+  const WNA16Weights kept = standard_form(json, encode_gptq(q, GptqFormat::V1));
+  auto config = make_quant_config(json);
+  LayerFixture f{.config = config.get(), .spec = column_spec(), .backend = "cpu_ref"};
+  auto layer = build_layer(f, {encode_gptq(q, GptqFormat::V1)}, TpContext{}, {}, [](LinearLayer& l) {
+    dynamic_cast<WNA16LinearMethod&>(l.method()).standard_form_only(true);
+  });
+  auto& method = dynamic_cast<WNA16LinearMethod&>(layer->method());
+  ASSERT_TRUE(method.standard_form().has_value());
+  expect_identical(*method.standard_form(), kept, "standard form only vs kept");
+  EXPECT_QLM_ERROR(layer->forward(Tensor::zeros({1, kK}, DType::F32)), "quant.moe_expert",
+                   "up_proj is an expert projection");
+  method.release_standard_form();
+  EXPECT_FALSE(method.standard_form().has_value());
+}
+
 TEST(WNA16StandardForm, AsymmetricFourBitAllFormatsBitIdentical) {
   const IntQuant q = hand_built(4, 32, /*sym=*/false, /*act_order=*/false);
   const WNA16Weights v1 = standard_form(gptq_json(4, 32, false, false, "gptq"), encode_gptq(q, GptqFormat::V1));

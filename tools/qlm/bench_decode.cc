@@ -124,7 +124,7 @@ void bench_decode(const BenchDecodeOptions& o) {
   const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
   const double tok_s = static_cast<double>(o.tokens) / decode_s;
   const double bytes = static_cast<double>(model->linear_weight_bytes());
-  launch.finish();
+  launch.finish(*model);
   if (!prints_results(o.model)) return;  // rank 0 of a multi-process group reports
 
   nlohmann::ordered_json j;

@@ -159,6 +159,8 @@ Layer make_layer(const BenchMoEOptions& o) {
     c.act_dtype = o.dtype == "f32" ? DType::F32 : o.dtype == "f16" ? DType::F16 : DType::BF16;
   }
   auto [entry, sel] = MoEKernelRegistry::instance().select(c, c.device.type, "auto", "fused-MoE", "bench");
+  L.kernel = entry->create(c);
+  const bool wna16 = o.format == "gptq";
   std::vector<MoEExpertOps> ops;
   std::vector<WNA16Weights> standard(static_cast<size_t>(2 * o.experts));
   for (int64_t e = 0; e < o.experts; ++e) {
@@ -167,14 +169,13 @@ Layer make_layer(const BenchMoEOptions& o) {
     const Projection w13 = make_projection(o, c, o.hidden, 2 * o.intermediate, 1000 + 2 * e, s13);
     const Projection w2 = make_projection(o, c, o.intermediate, o.hidden, 1001 + 2 * e, s2);
     if (e == 0) {
-      L.w13_kernel = w13.kernel;
+      // A kernel that holds WNA16 experts itself runs them in its own layout, not on w13 / w2.
+      L.w13_kernel = wna16 && L.kernel->runs_wna16_experts() ? L.kernel->name() + " (own layout)" : w13.kernel;
       L.expert_bytes = w13.bytes + w2.bytes;
     }
-    const bool wna16 = o.format == "gptq";
     ops.push_back(MoEExpertOps{
         .id = e, .w13 = w13.run, .w2 = w2.run, .w13_wna16 = wna16 ? s13 : nullptr, .w2_wna16 = wna16 ? s2 : nullptr});
   }
-  L.kernel = entry->create(c);
   L.kernel->prepare(std::move(ops));
   return L;
 }

@@ -56,7 +56,7 @@ void run_generate(const GenerateArgs& args) {
   const runtime::GenerationResult result = runtime::generate(*model, prompt, gen, [&](int32_t id) {
     if (prints) write_out(decoder.push(id));
   });
-  launch.finish();
+  launch.finish(*model);
   if (!prints) return;
   write_out(decoder.finish() + "\n");
 

@@ -62,7 +62,7 @@ void run_logits(const LogitsArgs& args) {
   }
   progress.finish();
   const Tensor logits = model->forward(tokens, /*all_logits=*/true);
-  launch.finish();
+  launch.finish(*model);
   if (!prints_results(args.model)) return;  // rank 0 of a multi-process group writes the file
   io::write_safetensors(args.out, {{"logits", logits}});
   std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());

@@ -103,7 +103,8 @@ TpLaunch TpLaunch::start(const ModelCliOptions& cli, runtime::ModelOptions& opti
   return launch;
 }
 
-void TpLaunch::finish() {
+void TpLaunch::finish(runtime::Model& model) {
+  model.leave_group();  // the children are still watched: one that dies here ends this process
   if (!children_) return;
   children_->set_fatal(false);
   // Every rank ran the same collectives, so the children are at most finishing their own output.

@@ -29,9 +29,11 @@ class TpLaunch {
   // finish(), a child that fails ends this process with an error naming its rank and exit status.
   static TpLaunch start(const ModelCliOptions& cli, runtime::ModelOptions& options,
                         const std::filesystem::path& model_arg = {});
-  // Rank 0 is done: waits for the children (throws "tp.rank_failed" / "tp.rank_timeout") and
-  // removes the rendezvous directory.
-  void finish();
+  // Every rank calls it when its work is done: the rank leaves its group (Model::leave_group, which
+  // waits for every rank on the host to leave, so rank 0 must not wait for its children before),
+  // then rank 0 waits for the children (throws "tp.rank_failed" / "tp.rank_timeout") and removes
+  // the rendezvous directory.
+  void finish(runtime::Model& model);
   // On an error: stops the children that still run and removes the directory.
   ~TpLaunch();
   TpLaunch(TpLaunch&&) noexcept;

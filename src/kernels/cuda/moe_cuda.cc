@@ -6,10 +6,12 @@
 //      with at most kGroupedRowsPerExpert rows per expert on average run grouped: one launch for the
 //      w13 GEMM of all experts, one for SiLU·mul (gathered into w2's row order), one for the w2 GEMM
 //      (moe_wna16_kernels.h), each block finding its expert and rows from the device-side offsets,
-//      so nothing waits for the host. Every other case (unquantized, FP8, INT8, mixed experts, or
-//      many rows per expert, where the experts' tensor-core / cuBLAS kernels win) copies the expert
-//      offsets to the host once and loops over the active experts on their own CUDA linear kernels
-//      over their contiguous rows;
+//      so nothing waits for the host. Every other case copies the expert offsets to the host once
+//      and loops over the active experts over their contiguous rows: WNA16 experts with many rows
+//      (or bit widths that differ between experts) through run_wna16_linear on the kernel's own
+//      copy of their weights (dequantize + cuBLAS above a few rows; the experts' projections build
+//      no kernel, so the weights are held once), unquantized, FP8, INT8 and mixed experts on their
+//      own CUDA linear kernels;
 //   4. combine: y[t] = sum_j w[t, j] * out[row of slot (t, j)], in F32, per token (deterministic).
 #ifdef QLM_WITH_CUDA
 #include <algorithm>
@@ -55,10 +57,12 @@ cuda::Wna16Act wna16_act(DType d) {
   return d == DType::F16 ? cuda::Wna16Act::F16 : d == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F32;
 }
 
-// One projection (w13 or w2) of every expert in the cuda_wna16 layout, with the device table of views.
+// One projection (w13 or w2) of every expert in the cuda_wna16 layout (the only copy of the weights
+// on the device), with the device table of views for the grouped launch when every expert has the
+// same bit width.
 struct GroupedProjection {
   std::vector<Wna16DeviceLayout> experts;
-  Tensor table;  // Wna16DeviceWeights[E] on the device (bytes)
+  Tensor table;  // Wna16DeviceWeights[E] on the device (bytes); undefined when the widths differ
   int bits = 0;
   int64_t N = 0, N_pad = 0, max_rows = 0, max_chunks = 0;
 };
@@ -66,16 +70,18 @@ struct GroupedProjection {
 GroupedProjection group_projection(const std::vector<const WNA16Weights*>& weights, Device device) {
   GroupedProjection g;
   std::vector<uint8_t> bytes(weights.size() * sizeof(cuda::Wna16DeviceWeights));
+  bool same_bits = true;
   for (size_t e = 0; e < weights.size(); ++e) {
     g.experts.push_back(upload_wna16_layout(pack_cuda_wna16(*weights[e]), device));
     const cuda::Wna16DeviceWeights& v = g.experts.back().view;
     if (e == 0) g.bits = v.bits, g.N = v.N, g.N_pad = v.N_pad;
-    QLM_CHECK(v.bits == g.bits && v.N == g.N && v.N_pad == g.N_pad);
+    QLM_CHECK(v.N == g.N && v.N_pad == g.N_pad);
+    same_bits = same_bits && v.bits == g.bits;
     g.max_rows = std::max(g.max_rows, v.rows);
     g.max_chunks = std::max(g.max_chunks, v.chunks);
     std::memcpy(bytes.data() + e * sizeof(v), &v, sizeof(v));
   }
-  g.table = Tensor::from_vector(bytes, {static_cast<int64_t>(bytes.size())}).to_device(device);
+  if (same_bits) g.table = Tensor::from_vector(bytes, {static_cast<int64_t>(bytes.size())}).to_device(device);
   return g;
 }
 
@@ -97,24 +103,24 @@ class CudaGroupedMoE final : public MoEKernel {
   explicit CudaGroupedMoE(const MoEKernelConfig& cfg) : cfg_(cfg) {}
   std::string name() const override { return "cuda_grouped"; }
 
+  // WNA16 experts (every expert weight-only integer) run from this kernel's own copy at every
+  // batch size: grouped, or per expert through run_wna16_linear.
+  bool runs_wna16_experts() const override { return true; }
+
   void prepare(std::vector<MoEExpertOps> experts) override {
     QLM_CHECK(static_cast<int64_t>(experts.size()) == cfg_.num_experts);
     for (size_t i = 0; i < experts.size(); ++i) QLM_CHECK(experts[i].id == static_cast<int64_t>(i));
-    const bool wna16 =
+    own_wna16_ =
         std::all_of(experts.begin(), experts.end(), [](const MoEExpertOps& e) { return e.w13_wna16 && e.w2_wna16; });
-    if (wna16) {
+    if (own_wna16_) {
       std::vector<const WNA16Weights*> w13, w2;
       for (const MoEExpertOps& e : experts) {
         w13.push_back(e.w13_wna16);
         w2.push_back(e.w2_wna16);
       }
-      const int bits = w13.front()->weight_type.bits;
-      const auto same = [&](const WNA16Weights* w) { return w->weight_type.bits == bits; };
-      if (std::all_of(w13.begin(), w13.end(), same) && std::all_of(w2.begin(), w2.end(), same)) {
-        w13_ = group_projection(w13, cfg_.device);
-        w2_ = group_projection(w2, cfg_.device);
-        grouped_ = true;
-      }
+      w13_ = group_projection(w13, cfg_.device);
+      w2_ = group_projection(w2, cfg_.device);
+      grouped_ = w13_.table.defined() && w2_.table.defined();
     }
     for (MoEExpertOps& e : experts) e.w13_wna16 = e.w2_wna16 = nullptr;  // valid during prepare() only
     experts_ = std::move(experts);
@@ -220,8 +226,7 @@ class CudaGroupedMoE final : public MoEKernel {
       if (n == 0) continue;
       Tensor xe = xs.narrow(0, off[e], n);
       if ((static_cast<size_t>(off[e]) * row_bytes) % 16 != 0) xe = xe.clone();  // kernels take 16-byte rows
-      const MoEExpertOps& ex = experts_[static_cast<size_t>(e)];
-      const Tensor o = ex.w2(ops::cu::silu_and_mul(ex.w13(xe)));
+      const Tensor o = run_expert(e, xe);
       QLM_CHECK(o.dtype() == act && o.size(0) == n && o.size(1) == H && o.is_contiguous());
       QLM_CUDA_CHECK(cudaMemcpyAsync(out.raw_data() + off[e] * row_bytes, o.raw_data(), n * row_bytes,
                                      cudaMemcpyDeviceToDevice, ctx.stream));
@@ -230,9 +235,27 @@ class CudaGroupedMoE final : public MoEKernel {
                                                r.weights.data<float>(), T, k, H, y.data<float>(), ctx.stream));
   }
 
+  // Expert e on its n rows xe [n, H]: SiLU(gate)·up then down, [n, H] in the act dtype.
+  Tensor run_expert(int64_t e, const Tensor& xe) const {
+    if (!own_wna16_) {
+      const MoEExpertOps& ex = experts_[static_cast<size_t>(e)];
+      return ex.w2(ops::cu::silu_and_mul(ex.w13(xe)));
+    }
+    const int64_t n = xe.size(0);
+    const cuda::Wna16DeviceWeights& w13 = w13_.experts[static_cast<size_t>(e)].view;
+    const cuda::Wna16DeviceWeights& w2 = w2_.experts[static_cast<size_t>(e)].view;
+    Tensor h = Tensor::empty({n, w13.N}, cfg_.act_dtype, cfg_.device);
+    run_wna16_linear(w13, cfg_.act_dtype, xe, h, nullptr, cfg_.device);
+    const Tensor a = ops::cu::silu_and_mul(h);
+    Tensor o = Tensor::empty({n, w2.N}, cfg_.act_dtype, cfg_.device);
+    run_wna16_linear(w2, cfg_.act_dtype, a, o, nullptr, cfg_.device);
+    return o;
+  }
+
   MoEKernelConfig cfg_;
   std::vector<MoEExpertOps> experts_;
-  bool grouped_ = false;
+  bool own_wna16_ = false;  // WNA16 experts: w13_ / w2_ hold their only copy on the device
+  bool grouped_ = false;    // ... with one bit width per projection: the grouped launch can run them
   GroupedProjection w13_, w2_;
 };
 

@@ -1,5 +1,6 @@
 // A `cuda_wna16` layout (wna16_layout.h) uploaded to a device: the tensors that own it and the
-// pointer view the kernels take. Shared by the linear kernel and the grouped MoE kernel.
+// pointer view the kernels take, and the layer product on it. Shared by the linear kernel and the
+// grouped MoE kernel (which runs each expert's own rows through run_wna16_linear).
 #pragma once
 #ifdef QLM_WITH_CUDA
 
@@ -16,6 +17,13 @@ struct Wna16DeviceLayout {
 };
 
 Wna16DeviceLayout upload_wna16_layout(const CudaWna16Layout& layout, Device device);
+
+// y [M, w.N] = x [M, w.K] · W (+ bias F32 [w.N]) with x, y contiguous in `act` (F32, F16 or BF16) on
+// `device`, enqueued on its qlm stream: for M <= kGemvMaxM a dequantizing split-K GEMV that reads
+// the packed codes once, above it the weights dequantized into a scratch [K, N_pad] and cuBLAS
+// (F32 accumulation; F32 activations in pedantic F32, never TF32). The caller checks the shapes.
+void run_wna16_linear(const cuda::Wna16DeviceWeights& w, DType act, const Tensor& x, Tensor& y, const float* bias,
+                      Device device);
 
 }  // namespace qlm
 
