@@ -19,8 +19,10 @@ def path(r):
     """The experts' path as the MoE kernel chooses it."""
     if r["device"] != "cuda":
         return f"per expert ({r['expert_kernel']})"
-    grouped = r["format"] != "bf16" and r["m"] * r["top_k"] <= GROUPED_ROWS_PER_EXPERT * r["experts"]
-    return "grouped WNA16" if grouped else f"per expert ({r['expert_kernel']})"
+    if r["format"] == "bf16":
+        return f"per expert ({r['expert_kernel']})"
+    grouped = r["m"] * r["top_k"] <= GROUPED_ROWS_PER_EXPERT * r["experts"]
+    return "grouped WNA16" if grouped else "per expert, own WNA16 layout"
 
 
 def read(path):
@@ -71,11 +73,14 @@ READING = [
     "tensor-core `mma.sync` on repacked fragments as `cuda_wna16_fast` does. At M = 256 on 128 experts "
     "(16 rows per expert) it becomes FP32-compute-bound for the same reason.",
     "- **Per expert** (bf16, FP8, INT8, and WNA16 above the grouped threshold) copies the expert offsets to "
-    "the host once per layer and runs every active expert on its own linear kernels: close to the floor for "
-    "Mixtral's 8 large experts in bf16, launch-bound for Qwen3's 128 small ones (tens of µs per active "
-    "expert). A grouped GEMM for these formats (cuBLAS grouped batched GEMM or a grouped tensor-core kernel) "
-    "is not written yet. WNA16 experts on this path dequantize their whole weight for cuBLAS at every call "
-    "(Mixtral M = 256).",
+    "the host once per layer and runs every active expert over its rows: bf16 / FP8 / INT8 experts on their "
+    "own linear kernels — close to the floor for Mixtral's 8 large experts in bf16, launch-bound for Qwen3's "
+    "128 small ones (tens of µs per active expert); a grouped GEMM for these formats (cuBLAS grouped batched "
+    "GEMM or a grouped tensor-core kernel) is not written yet. WNA16 experts run from the MoE kernel's own "
+    "layout, the only copy of their weights on the GPU (their projections build no kernel of their own): "
+    "the split-K GEMV up to 8 rows, above it the expert's weight dequantized for cuBLAS at every call "
+    "(Mixtral M = 256: about 18 % slower than the experts' tensor-core `cuda_wna16_fast` kernels it used "
+    "when every expert was held twice).",
     "- The dense equivalent touches only k experts, so it is the cost of the same FLOPs without the routing "
     "spread; the gap to the MoE column is the price of touching more experts plus the grouping overhead.", ""]
 
