@@ -21,9 +21,11 @@ def main():
         if not line.strip():
             continue
         r = json.loads(line)
-        if r["config"] not in names:
-            names.append(r["config"])
-        table[(r["k"], r["n"], r["m"])][r["config"]] = r["median_us"]
+        # A promotion interval other than CUTLASS's default 4 (sweeps with PROMOTIONS) is part of the name.
+        name = r["config"] + (f" p{r['promotion']}" if r.get("promotion", 4) != 4 else "")
+        if name not in names:
+            names.append(name)
+        table[(r["k"], r["n"], r["m"])][name] = r["median_us"]
     print("| K x N | M | torch µs | " + " | ".join(f"{n} µs" for n in names) + " | best | best vs torch |")
     print("|---|---|---|" + "---|" * len(names) + "---|---|")
     for (k, n, m) in sorted(table):

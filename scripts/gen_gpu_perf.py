@@ -2,12 +2,10 @@
 """GPU linear-layer table of docs/performance.md from one run of scripts/bench_gpu.sh.
 
 Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl]
-           [--fp8-sweep SWEEP.jsonl LT_SWEEP.jsonl] [docs/performance.md] [--stdout]
+           [--fp8-rerun QLM_FP8.jsonl TORCH_FP8.jsonl] [docs/performance.md] [--stdout]
 Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->. Standard library only.
---fp8-sweep: the qlm fp8 column comes from scripts/bench_fp8_configs.sh sweeps instead of qlm.jsonl: per
-shape and M the configuration that fp8_cutlass_config_for (src/kernels/cuda/scaled_mm_fp8_fast.cc) picks,
-mirrored in fp8_rule() below (M <= 16: the "rule" rows, the streaming kernel; cuBLASLt: the "off" rows,
-taken from LT_SWEEP). For a rule changed after the last full benchmark run.
+--fp8-rerun: the fp8 records (qlm's fp8 format, torch's fp8 peers) come from a later run of only those
+(`qlm bench-linear --format fp8` per shape; `scripts/bench_gpu_torch.py --peers torch_scaled_mm_fp8,...`).
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
 import json
@@ -54,31 +52,13 @@ def render_decode(decode_recs, bw):
     return lines
 
 
-def fp8_rule(m, n, sms):
-    """The sweep configuration that fp8_cutlass_config_for picks (keep the two in step)."""
-    if m <= 16:
-        return "rule"
-    tiles = -(-n // 128) * -(-m // 64)
-    if m <= 32 or (m <= 64 and 8 * tiles <= 3 * sms):
-        return "swap128x32"
-    if m <= 64 or 4 * tiles <= 3 * sms:
-        return "swap128x64"
-    return "off"
-
-
-def fp8_from_sweep(qlm_recs, sweep, lt_sweep, sms):
-    """qlm_recs with every fp8 record's time replaced by the rule's configuration in the sweeps."""
-    times = {(r["config"], r["k"], r["n"], r["m"]): r for r in sweep if r["config"] != "off"}
-    times.update({(r["config"], r["k"], r["n"], r["m"]): r for r in lt_sweep if r["config"] == "off"})
-    out = []
-    for r in qlm_recs:
-        if r["format"] == "fp8":
-            src = times.get((fp8_rule(r["m"], r["n"], sms), r["k"], r["n"], r["m"]))
-            r = dict(r, median_us=src["median_us"] if src else None, kernel=r["kernel"])
-            if r["median_us"] is None:
-                continue
-        out.append(r)
-    return out
+def fp8_rerun(torch_recs, qlm_recs, qlm_fp8, torch_fp8):
+    """The records with every fp8 one (qlm's and torch._scaled_mm's) replaced by a later fp8-only run."""
+    fp8_peers = {r["impl"] for r in torch_fp8 if r.get("kind") == "peer"}
+    torch_out = [r for r in torch_recs if not (r.get("kind") == "peer" and r["impl"] in fp8_peers)]
+    torch_out += [r for r in torch_fp8 if r.get("kind") == "peer"]
+    qlm_out = [r for r in qlm_recs if r["format"] != "fp8"] + [r for r in qlm_fp8 if r["format"] == "fp8"]
+    return torch_out, qlm_out
 
 
 def render(torch_recs, qlm_recs, decode_recs=(), fp8_note=""):
@@ -161,24 +141,21 @@ def main():
         except OSError:
             decode = []
         del argv[i:i + 2]
-    sweep = None
-    if "--fp8-sweep" in argv:
-        i = argv.index("--fp8-sweep")
-        sweep = (argv[i + 1], argv[i + 2])
+    rerun = None
+    if "--fp8-rerun" in argv:
+        i = argv.index("--fp8-rerun")
+        rerun = (argv[i + 1], argv[i + 2])
         del argv[i:i + 3]
     args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
         print(__doc__)
         return 2
     torch_recs, qlm_recs, note = load(args[0]), load(args[1]), ""
-    if sweep:
-        dev = next((r for r in torch_recs if r.get("kind") == "device"), {})
-        qlm_recs = fp8_from_sweep(qlm_recs, load(sweep[0]), load(sweep[1]), dev.get("sms", 132))
-        note = (f"**The qlm fp8 column is not from this run**: the FP8 large-M rule changed after it, so each "
-                f"entry is the configuration the current rule picks, measured the same day in the sweeps "
-                f"`{sweep[0]}` (streaming kernel and CUTLASS tiles) and `{sweep[1]}` (cuBLASLt, `off`) by "
-                f"`scripts/bench_fp8_configs.sh` (same timing method; torch fp8 there within a few % of the "
-                f"torch column here).")
+    if rerun:
+        torch_recs, qlm_recs = fp8_rerun(torch_recs, qlm_recs, load(rerun[0]), load(rerun[1]))
+        note = (f"**The fp8 rows come from a later fp8-only run** (`{rerun[0]}`, `{rerun[1]}`: the same "
+                f"`qlm bench-linear --format fp8` and `scripts/bench_gpu_torch.py` peers, same timing method), made "
+                f"after the FP8 large-M rule changed; qlm and torch fp8 are from that one run.")
     text = render(torch_recs, qlm_recs, decode, note)
     if "--stdout" in sys.argv:
         print(text)

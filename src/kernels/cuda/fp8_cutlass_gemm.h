@@ -21,10 +21,14 @@ namespace qlm::cuda {
 // promotion: the FP8 "fast accumulation" schedules lost 0.3 % relative accuracy at K = 14336, over
 // the W8A8 tolerance. Measured on the H200 and dropped: ping-pong (one warpgroup per tile; idle
 // warpgroups when tiles are few), 128 x 128 / 128 x 256 token tiles (slower than cuBLASLt from
-// 128 tokens on with promotion), stream-K (docs/fp8-kernel-notes.md).
+// 128 tokens on with promotion every k-tile; with 2-CTA clusters and promotion every 16 k-steps
+// within 2 % of it either way), stream-K (docs/fp8-kernel-notes.md).
 enum class Fp8CutlassConfig : int {
   kSwap128x32,  // 128 weight rows x 32 tokens x 128 k
   kSwap128x64,  // 128 weight rows x 64 tokens x 128 k
+  // 64 weight rows x 128 tokens, one consumer warpgroup (not cooperative), clusters of two CTAs
+  // along the tokens sharing each weight tile (TMA multicast): many tokens on narrow layers.
+  kSwap64x128C12,
   kCount,
 };
 const char* fp8_cutlass_config_name(Fp8CutlassConfig c);
@@ -41,6 +45,10 @@ struct Fp8CutlassArgs {
   int sm_count = 0;
   int device = 0;
   bool pdl = false;  // programmatic dependent launch (waits on the previous kernel's trigger)
+  // wgmma k-steps (32 k each) accumulated in the tensor core's FP8 accumulator before each
+  // promotion into the FP32 accumulator; a multiple of 4 (one 128-k tile). Every promotion drains
+  // the wgmma pipeline, so a longer interval runs faster and rounds a little more.
+  int promotion_interval = 4;
 };
 
 // True when the CUTLASS kernels were compiled into this build.

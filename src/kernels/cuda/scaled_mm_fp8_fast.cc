@@ -37,6 +37,9 @@ namespace qlm {
 namespace {
 
 constexpr int64_t kDefaultMaxM = 16;
+// CUTLASS FP32 promotion every 4 wgmma k-steps (every 128-k tile, CUTLASS's default) for a
+// configuration forced by QLM_FP8_CUTLASS_CONFIG.
+constexpr int kPromotionInterval = 4;
 
 std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   if (auto r = cuda_scaled_mm_base_reason(c, 89, "FP8 e4m3 mma.sync")) return r;
@@ -53,16 +56,24 @@ std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   return std::nullopt;
 }
 
-// The CUTLASS configuration for M tokens (M > 16) on an N-row layer, or none (cuBLASLt runs), from
-// the H200 sweep of scripts/bench_fp8_configs.sh (docs/fp8-kernel-notes.md). `tiles` = the
-// 128 x 64 tiles of the swapped problem. Up to 64 tokens CUTLASS always (1.0-1.45x torch there);
-// 32-token tiles up to 32 tokens and while 64-token ones would leave most SMs idle; above 64 tokens
-// only while the tiles fit well inside one wave (beyond, cuBLASLt measured faster).
-std::optional<cuda::Fp8CutlassConfig> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
+// The CUTLASS configuration (and FP32 promotion interval) for M tokens (M > 16) on an N-row layer,
+// or none (cuBLASLt runs), from the H200 sweeps of scripts/bench_fp8_configs.sh
+// (docs/fp8-kernel-notes.md). Up to 64 tokens CUTLASS always (1.0-1.45x torch there): 32-token
+// tiles up to 32 tokens and while 64-token ones would leave most SMs idle, 64-token tiles up to 64
+// and above while their tiles fit well inside one wave. Above 128 tokens, 64 x 128 tiles in 2-CTA
+// clusters, promoting every 16 k-steps, while their tiles fit in one wave (narrow layers: 1.2-1.3x
+// cuBLASLt at 256 tokens on N = 4096); otherwise cuBLASLt (every larger tile measured within 2 % of
+// it at best).
+struct Fp8CutlassChoice {
+  cuda::Fp8CutlassConfig config;
+  int promotion_interval;
+};
+std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
   using C = cuda::Fp8CutlassConfig;
   const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
-  if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return C::kSwap128x32;
-  if (M <= 64 || 4 * tiles <= 3 * sm_count) return C::kSwap128x64;
+  if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return Fp8CutlassChoice{C::kSwap128x32, 4};
+  if (M <= 64 || 4 * tiles <= 3 * sm_count) return Fp8CutlassChoice{C::kSwap128x64, 4};
+  if (M > 128 && (N + 63) / 64 * ((M + 127) / 128) <= sm_count) return Fp8CutlassChoice{C::kSwap64x128C12, 16};
   return std::nullopt;
 }
 
@@ -87,6 +98,15 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
       for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
         if (want == cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)))
           forced_config_ = static_cast<cuda::Fp8CutlassConfig>(i);
+    }
+    // Tuning: QLM_FP8_PROMOTION=n promotes the CUTLASS accumulators every n wgmma k-steps (a
+    // multiple of 4) whatever the configuration; unset, the rule's interval (or 4 for a forced one).
+    if (const char* env = std::getenv("QLM_FP8_PROMOTION")) {
+      const int n = std::atoi(env);
+      if (n < 4 || n % 4 != 0)
+        fail("kernel.config", {}, "set QLM_FP8_PROMOTION to a multiple of 4 (4, 8, 16, ...) or unset it",
+             "QLM_FP8_PROMOTION={} is not a positive multiple of 4", env);
+      forced_promotion_ = n;
     }
     for (int i = 0; i < 4; ++i) {
       int blocks = 0;
@@ -210,11 +230,13 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     a.sm_count = ctx.sm_count;
     a.device = c_.device.index;
     a.pdl = pdl_;  // the GEMM's set-up overlaps the quantizer's tail
-    const std::optional<cuda::Fp8CutlassConfig> chosen =
-        forced_config_ ? forced_config_ : fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count);
+    const std::optional<Fp8CutlassChoice> chosen = forced_config_
+                                                       ? Fp8CutlassChoice{*forced_config_, kPromotionInterval}
+                                                       : fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count);
     if (!chosen) return false;
-    const cuda::Fp8CutlassConfig config = *chosen;
-    const cudaError_t e = cuda::fp8_cutlass_gemm(config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
+    a.promotion_interval = forced_promotion_.value_or(chosen->promotion_interval);
+    const cudaError_t e =
+        cuda::fp8_cutlass_gemm(chosen->config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
     if (e == cudaErrorNotSupported) return false;
     QLM_CUDA_CHECK(e);
     return true;
@@ -225,6 +247,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   int64_t max_m_ = kDefaultMaxM;
   int force_splits_ = 0;
   bool pdl_ = false;
+  std::optional<int> forced_promotion_;  // QLM_FP8_PROMOTION (tuning, tests)
   bool use_cutlass_ = false;                             // large M through the CUTLASS sm_90a GEMM
   std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
   int occupancy_[4] = {1, 1, 1, 1};         // resident blocks per SM of the 8/16/32/64-token instances

@@ -82,6 +82,7 @@ struct Fp8Gemm {
     args.mainloop.dA = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
     args.mainloop.ptr_B = Swap ? x : w;
     args.mainloop.dB = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
+    args.mainloop.mma_promotion_interval = static_cast<uint32_t>(a.promotion_interval);
     args.epilogue.ptr_C = nullptr;
     args.epilogue.ptr_D = static_cast<ElementOut*>(a.y);
     args.epilogue.dD = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
@@ -115,6 +116,7 @@ struct Fp8Gemm {
 
 QLM_FP8_CUTLASS_DECLARE(swap128x32)
 QLM_FP8_CUTLASS_DECLARE(swap128x64)
+QLM_FP8_CUTLASS_DECLARE(swap64x128c12)
 
 // Defines run_<tag> for one Fp8Gemm type, for BF16 and F16 outputs.
 #define QLM_FP8_CUTLASS_DEFINE(tag, ...)                                                                    \
