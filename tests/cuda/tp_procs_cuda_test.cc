@@ -4,8 +4,10 @@
 // broadcast); bench-decode runs with --tp-procs. NCCL cannot put two ranks on one GPU, so every test
 // needs 2 visible GPUs and skips otherwise.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -117,6 +119,27 @@ TEST(CudaTpProcs, SampledGenerationMatchesTheInProcessGroup) {
   ASSERT_EQ(procs.status, 0) << procs.err;
   EXPECT_EQ(procs.out, threads.out) << "rank 0 prints the text once; the same seed gives the same tokens";
   EXPECT_NE(procs.err.find("tensor parallel: 2 ranks, one process per GPU"), std::string::npos) << procs.err;
+}
+
+// Interrupting rank 0 while the ranks load: the launcher stops its children, removes its rendezvous
+// directory and ends by the signal. SIGTERM here: a script's background job ignores SIGINT (and the
+// launcher leaves ignored signals ignored); Ctrl-C's SIGINT takes the same handler.
+TEST(CudaTpProcs, InterruptedLauncherLeavesNoRendezvousDirectory) {
+  SKIP_WITHOUT_TWO_GPUS();
+  testing::TempDir dir;
+  const fs::path tmp = dir / "tmp";
+  fs::create_directories(tmp);
+  const std::string script = "TMPDIR=" + quoted(tmp) + " '" + testing::qlm_binary().string() +
+                             "' bench-decode synthetic:llama3-8b:layers=1 --tmp " + quoted(tmp) +
+                             " --device cuda --tp 2 --tp-procs --tokens 64 >/dev/null 2>" + quoted(dir / "err") +
+                             " & p=$!; i=0; while [ $i -lt 3000 ] && ! ls " + quoted(tmp) +
+                             " | grep -q '^qlm-tp-'; do sleep 0.02; i=$((i+1)); done; sleep 0.3; kill -TERM $p; wait $p; exit $?";
+  std::ofstream(dir / "interrupt.sh") << script << "\n";
+  const int status = std::system(("sh " + quoted(dir / "interrupt.sh")).c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << "qlm should end by SIGTERM; see " << dir.path();
+  for (const auto& e : fs::directory_iterator(tmp))
+    EXPECT_NE(e.path().filename().string().rfind("qlm-tp-", 0), 0u) << "left over: " << e.path();
 }
 
 TEST(CudaTpProcs, BenchDecodeRunsOneProcessPerGpu) {

@@ -1,6 +1,7 @@
 #include "tools/qlm/tp_launch.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "cuda/device.h"
 #include "parallel/nccl_comm.h"
+#include "parallel/rendezvous.h"
 
 namespace qlm::cli {
 
@@ -91,6 +93,16 @@ TpLaunch TpLaunch::start(const ModelCliOptions& cli, runtime::ModelOptions& opti
   launch.children_ = RankProcesses::spawn("/proc/self/exe", cli.tp, [&](int rank) {
     return child_argv(argv, rank, launch.dir_, cli.model_dir, model_arg);
   });
+  // Ctrl-C (or SIGTERM / SIGHUP) from here on stops the children and removes the directory: every
+  // file a rank may write there is named in advance (rendezvous.h; temporaries end in .tmp.<pid>).
+  std::vector<pid_t> pids = launch.children_->pids();
+  std::vector<std::string> files = {kRendezvousIdFile, fmt::format("{}.tmp.{}", kRendezvousIdFile, ::getpid())};
+  for (int r = 0; r < cli.tp; ++r) {
+    const pid_t pid = r == 0 ? ::getpid() : pids[static_cast<size_t>(r - 1)];
+    files.push_back(rendezvous_rank_file(r));
+    files.push_back(fmt::format("{}.tmp.{}", rendezvous_rank_file(r), pid));
+  }
+  launch.interrupt_cleanup_ = std::make_unique<SignalCleanup>(launch.dir_, files, pids);
   const fs::path dir = launch.dir_;
   launch.children_->set_fatal(true, [dir] {
     std::error_code ec;
@@ -109,17 +121,22 @@ void TpLaunch::finish(runtime::Model& model) {
   children_->set_fatal(false);
   // Every rank ran the same collectives, so the children are at most finishing their own output.
   children_->wait(std::chrono::seconds(120));
+  interrupt_cleanup_.reset();
   children_.reset();
   std::error_code ec;
   fs::remove_all(dir_, ec);
   dir_.clear();
 }
 
-TpLaunch::TpLaunch(TpLaunch&& other) noexcept : dir_(std::move(other.dir_)), children_(std::move(other.children_)) {
+TpLaunch::TpLaunch(TpLaunch&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      children_(std::move(other.children_)),
+      interrupt_cleanup_(std::move(other.interrupt_cleanup_)) {
   other.dir_.clear();
 }
 
 TpLaunch::~TpLaunch() {
+  interrupt_cleanup_.reset();
   if (children_) {
     children_->set_fatal(false);
     children_.reset();  // stops and reaps the children

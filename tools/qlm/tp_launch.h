@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "parallel/rank_processes.h"
+#include "parallel/signal_cleanup.h"
 #include "runtime/model.h"
 #include "tools/qlm/model_options.h"
 
@@ -26,7 +27,9 @@ class TpLaunch {
   // NCCL), makes a fresh rendezvous directory, starts the children and makes `options` rank 0 of
   // the group. `model_arg` replaces the MODEL argument in the children's command line when not
   // empty (bench-decode hands them the synthetic checkpoint rank 0 wrote). From here until
-  // finish(), a child that fails ends this process with an error naming its rank and exit status.
+  // finish(), a child that fails ends this process with an error naming its rank and exit status,
+  // and SIGINT / SIGTERM / SIGHUP stop the children and remove the directory before this process
+  // ends by the signal.
   static TpLaunch start(const ModelCliOptions& cli, runtime::ModelOptions& options,
                         const std::filesystem::path& model_arg = {});
   // Every rank calls it when its work is done: the rank leaves its group (Model::leave_group, which
@@ -45,6 +48,7 @@ class TpLaunch {
   TpLaunch() = default;
   std::filesystem::path dir_;
   std::unique_ptr<RankProcesses> children_;
+  std::unique_ptr<SignalCleanup> interrupt_cleanup_;  // Ctrl-C: stop the children, remove dir_
 };
 
 // The children's command line: `argv` less --tp-procs (and --tp-procs=...), MODEL (`model_dir`)

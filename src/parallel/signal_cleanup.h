@@ -1,0 +1,36 @@
+// Cleanup of a launcher's temporary state when the launcher is interrupted (`--tp-procs`): while a
+// SignalCleanup lives, SIGINT, SIGTERM and SIGHUP stop the given child processes (SIGTERM), remove
+// the given files and then the directory, and end the process by the same signal with its default
+// action, so Ctrl-C on rank 0 leaves no rendezvous directory behind and the shell still sees the
+// signal. A signal already ignored when it is installed (nohup, background jobs of scripts) stays
+// ignored. The handler makes only async-signal-safe calls (kill, unlink, rmdir, sigaction, raise) on
+// paths prepared as C strings beforehand. One instance per process at a time; the destructor puts
+// the previous handlers back.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace qlm {
+
+class SignalCleanup {
+ public:
+  // `file_names` are relative to `dir`: every file the directory may hold (a file that does not
+  // exist is skipped; the directory stays when it holds another).
+  SignalCleanup(const std::filesystem::path& dir, const std::vector<std::string>& file_names,
+                const std::vector<pid_t>& children);
+  ~SignalCleanup();
+  SignalCleanup(const SignalCleanup&) = delete;
+  SignalCleanup& operator=(const SignalCleanup&) = delete;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace qlm
