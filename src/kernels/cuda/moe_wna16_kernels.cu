@@ -79,49 +79,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         g_cur = g;
         load_group(w, g_cur, quad * 4, s, zf);
       }
-      const float* xc = xt + c * R;
-      float t[MT][4];
-#pragma unroll
-      for (int m = 0; m < MT; ++m) t[m][0] = t[m][1] = t[m][2] = t[m][3] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < R; i += 4) {
-        float x4[MT][4];
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const float4 xv = m < nrows ? __ldg(reinterpret_cast<const float4*>(xc + m * stride + i))
-                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
-        }
-#pragma unroll
-        for (int ii = 0; ii < 4; ++ii)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float d = __uint_as_float(kMagicBits | field<BITS, W>(q[j], i + ii)) - zf[j];
-#pragma unroll
-            for (int m = 0; m < MT; ++m) t[m][j] = fmaf(x4[m][ii], d, t[m][j]);
-          }
-      }
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+      accumulate_chunk<BITS, W, MT>(q, xt + c * R, stride, nrows, s, zf, acc);
     }
   }
 
-  __shared__ float4 red[kGemvWarps][MT][32];
-#pragma unroll
-  for (int m = 0; m < MT; ++m) red[warp][m][lane] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < MT * kGemvColumns; idx += blockDim.x) {
-    const int m = idx / kGemvColumns;
-    const int col = idx % kGemvColumns;
+  sum_warps<MT>(acc, [&](int m, int col, float sum) {
     const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;
-    if (m >= nrows || n >= N) continue;
-    float sum = 0.0f;
-#pragma unroll
-    for (int wp = 0; wp < kGemvWarps; ++wp) sum += reinterpret_cast<const float*>(red[wp][m])[col];
-    partial[(blockIdx.z * ex.rows_total + r0 + m) * N + n] = sum;
-  }
+    if (m < nrows && n < N) partial[(blockIdx.z * ex.rows_total + r0 + m) * N + n] = sum;
+  });
 }
 
 __global__ void silu_gather_kernel(const float* __restrict__ partial, int splits, int64_t width, MoeWna16Experts ex,

@@ -1,6 +1,6 @@
 // Device helpers of the WNA16 layout (kernels/cuda/wna16_layout.h) shared by the `cuda_wna16`
 // kernels and the grouped MoE kernel: chunk geometry, code fields, group scales and zero points,
-// conversions. Dequantization is exact up to one rounding: for a code c and zero z,
+// conversions, the GEMV's per-chunk accumulation and its block reduction. Dequantization is exact up to one rounding: for a code c and zero z,
 // as_float(0x4B000000 | c) is 2^23 + c exactly, and subtracting the f32 2^23 + z (exact, as c, z < 256)
 // gives c - z exactly. For .cu files only.
 #pragma once
@@ -75,6 +75,64 @@ __device__ __forceinline__ void load_group(const Wna16DeviceWeights& w, int g, i
     zf[0] = kMagic + z.x, zf[1] = kMagic + z.y, zf[2] = kMagic + z.z, zf[3] = kMagic + z.w;
   } else {
     zf[0] = zf[1] = zf[2] = zf[3] = kMagic + static_cast<float>(w.implied_zero);
+  }
+}
+
+// One chunk of the split-K GEMV for MT token rows and one lane's 4 columns: with q[j] the chunk's
+// words of column j, t[m][j] = sum_i x[m, i] * (c_ij - z_j) as exact f32 products, then
+// acc[m][j] += t[m][j] * s[j]. x row m of the chunk starts at xc + m * stride (16-byte aligned);
+// rows m >= nrows read as zero (pass MT to read every row).
+template <int BITS, int W, int MT>
+__device__ __forceinline__ void accumulate_chunk(const uint32_t (&q)[4][W], const float* xc, int64_t stride,
+                                                 int nrows, const float (&s)[4], const float (&zf)[4],
+                                                 float (&acc)[MT][4]) {
+  constexpr int R = Chunk<BITS>::kRows;
+  float t[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) t[m][0] = t[m][1] = t[m][2] = t[m][3] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < R; i += 4) {
+    float x4[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const float4 xv = m < nrows ? __ldg(reinterpret_cast<const float4*>(xc + m * stride + i))
+                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
+    }
+#pragma unroll
+    for (int ii = 0; ii < 4; ++ii)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float d = __uint_as_float(kMagicBits | field<BITS, W>(q[j], i + ii)) - zf[j];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) t[m][j] = fmaf(x4[m][ii], d, t[m][j]);
+      }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+}
+
+// The GEMV block's epilogue: the kGemvWarps warps' acc (lane L holds columns 4L..4L+3 of the
+// block's kGemvColumns) summed through shared memory; store(m, col, sum) for every row m < MT and
+// block column col, called by the block's threads in turn (the caller skips rows and columns out
+// of range). Contains __syncthreads: every thread of the block must call it.
+template <int MT, typename Store>
+__device__ __forceinline__ void sum_warps(const float (&acc)[MT][4], Store store) {
+  __shared__ float4 red[kGemvWarps][MT][32];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) red[warp][m][lane] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < MT * kGemvColumns; idx += blockDim.x) {
+    const int m = idx / kGemvColumns;
+    const int col = idx % kGemvColumns;
+    float sum = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < kGemvWarps; ++wp) sum += reinterpret_cast<const float*>(red[wp][m])[col];
+    store(m, col, sum);
   }
 }
 

@@ -26,8 +26,8 @@ __global__ void gather_x_kernel(const T* __restrict__ x, int64_t M, int64_t K, i
 }
 
 // One lane owns 4 adjacent columns (one 16-byte vector of every code row); the block's warps take
-// consecutive chunk ranges of the same 128 columns and are summed through shared memory.
-// Per chunk: t[m][j] = sum_i x[m, i] * (c_ij - z_j) exactly as products of f32, then acc += t * s_j.
+// consecutive chunk ranges of the same 128 columns and are summed through shared memory
+// (accumulate_chunk and sum_warps, wna16_dequant.cuh).
 template <int BITS, int M>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(Wna16DeviceWeights w, const float* __restrict__ xf, int64_t chunks_per_warp, float* __restrict__ partial) {
@@ -70,48 +70,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         uint32_t q[4][W];
 #pragma unroll
         for (int v = 0; v < W; ++v) q[0][v] = qv[u][v].x, q[1][v] = qv[u][v].y, q[2][v] = qv[u][v].z, q[3][v] = qv[u][v].w;
-        const float* xc = xf + (c0 + u) * R;
-        float t[M][4];
-#pragma unroll
-        for (int m = 0; m < M; ++m) t[m][0] = t[m][1] = t[m][2] = t[m][3] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < R; i += 4) {
-          float x4[M][4];
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            const float4 xv = __ldg(reinterpret_cast<const float4*>(xc + m * w.rows + i));
-            x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
-          }
-#pragma unroll
-          for (int ii = 0; ii < 4; ++ii)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const float d = __uint_as_float(kMagicBits | field<BITS, W>(q[j], i + ii)) - zf[j];
-#pragma unroll
-              for (int m = 0; m < M; ++m) t[m][j] = fmaf(x4[m][ii], d, t[m][j]);
-            }
-        }
-#pragma unroll
-        for (int m = 0; m < M; ++m)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+        accumulate_chunk<BITS, W, M>(q, xf + (c0 + u) * R, w.rows, M, s, zf, acc);
       }
     }
   }
 
-  __shared__ float4 red[kGemvWarps][M][32];
-#pragma unroll
-  for (int m = 0; m < M; ++m) red[warp][m][lane] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < M * kGemvColumns; idx += blockDim.x) {
-    const int m = idx / kGemvColumns;
-    const int col = idx % kGemvColumns;
-    float sum = 0.0f;
-#pragma unroll
-    for (int wp = 0; wp < kGemvWarps; ++wp) sum += reinterpret_cast<const float*>(red[wp][m])[col];
+  sum_warps<M>(acc, [&](int m, int col, float sum) {
     const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;
     if (n < w.N) partial[(blockIdx.y * int64_t{M} + m) * w.N + n] = sum;
-  }
+  });
 }
 
 template <typename T>
