@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
@@ -23,7 +24,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void touch(const fs::path& p) { std::ofstream(p) << "x"; }
+// root/qlm-tp-test holding one small file per name.
+fs::path dir_with(const testing::TempDir& root, std::initializer_list<const char*> names) {
+  const fs::path dir = root / "qlm-tp-test";
+  fs::create_directory(dir);
+  for (const char* n : names) std::ofstream(dir / n) << "x";
+  return dir;
+}
 
 // Forks a process that installs the cleanup for `dir` (files a, b and the never-created c) over a
 // sleeping grandchild, signals itself with `sig`, and would exit 0 if it survived. Returns its wait
@@ -71,10 +78,7 @@ bool gone_soon(pid_t pid) {
 TEST(SignalCleanup, InterruptRemovesTheDirectoryStopsChildrenAndKeepsTheSignal) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     testing::TempDir root;
-    const fs::path dir = root / "qlm-tp-test";
-    fs::create_directory(dir);
-    touch(dir / "a");
-    touch(dir / "b");
+    const fs::path dir = dir_with(root, {"a", "b"});
     pid_t sleeper = -1;
     const int status = run_interrupted(dir, sig, &sleeper);
     ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << ": exited with " << WEXITSTATUS(status);
@@ -87,10 +91,7 @@ TEST(SignalCleanup, InterruptRemovesTheDirectoryStopsChildrenAndKeepsTheSignal) 
 
 TEST(SignalCleanup, ADirectoryWithOtherFilesStays) {
   testing::TempDir root;
-  const fs::path dir = root / "qlm-tp-test";
-  fs::create_directory(dir);
-  touch(dir / "a");
-  touch(dir / "someone-elses");
+  const fs::path dir = dir_with(root, {"a", "someone-elses"});
   pid_t sleeper = -1;
   const int status = run_interrupted(dir, SIGTERM, &sleeper);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
@@ -101,9 +102,7 @@ TEST(SignalCleanup, ADirectoryWithOtherFilesStays) {
 
 TEST(SignalCleanup, WithoutASignalNothingIsTouchedAndHandlersComeBack) {
   testing::TempDir root;
-  const fs::path dir = root / "d";
-  fs::create_directory(dir);
-  touch(dir / "a");
+  const fs::path dir = dir_with(root, {"a"});
   struct sigaction before = {}, hup_before = {};
   ::sigaction(SIGTERM, nullptr, &before);
   signal(SIGHUP, SIG_IGN);  // as under nohup
