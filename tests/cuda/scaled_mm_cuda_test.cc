@@ -19,6 +19,8 @@
 #include "kernels/cpu/scaled_mm_act_quant.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/scaled_mm.h"
+#include "support/scaled_mm_test_data.h"
+#include "tests/support/cuda_test_util.h"
 
 namespace qlm {
 namespace {
@@ -53,51 +55,7 @@ ScaledMMConfig make_config(const Variant& v, int64_t N, int64_t K, DType act, De
 }
 
 ScaledMMWeights make_weights(const Variant& v, int64_t N, int64_t K, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  ScaledMMWeights w;
-  w.K = K;
-  w.N = N;
-  w.codes = Tensor::empty({N, K}, v.type == W8Type::Int8 ? DType::I8 : DType::F8_E4M3);
-  for (int64_t i = 0; i < N * K; ++i)
-    w.codes.data<uint8_t>()[i] = v.type == W8Type::Int8 ? static_cast<uint8_t>(rng() & 0xff) : f32_to_e4m3(u(rng) * 300.f);
-  std::vector<float> s;
-  if (v.ws == WeightScaleKind::Tensor) s = {0.0123f};
-  if (v.ws == WeightScaleKind::Channel) s.resize(static_cast<size_t>(N));
-  const int64_t cols = (K + v.phase + v.block - 1) / v.block;
-  if (v.ws == WeightScaleKind::Block) s.resize(static_cast<size_t>(N * cols));
-  if (v.ws != WeightScaleKind::Tensor)
-    for (auto& x : s) x = 0.001f + 0.01f * std::fabs(u(rng));
-  w.weight_scale = v.ws == WeightScaleKind::Block ? Tensor::from_vector(s, {N, cols})
-                                                  : Tensor::from_vector(s, {static_cast<int64_t>(s.size())});
-  if (v.ws == WeightScaleKind::Block) {
-    w.block_k = v.block;
-    w.k_phase = v.phase;
-  }
-  w.input_scale = 0.03125f;
-  w.input_zero_point = v.sym ? 0 : 7;
-  return w;
-}
-
-ScaledMMWeights clone(const ScaledMMWeights& w) {
-  ScaledMMWeights c = w;
-  c.codes = w.codes.clone();
-  c.weight_scale = w.weight_scale.clone();
-  return c;
-}
-
-// Activations already rounded to `act` (returned as the F32 values both sides see).
-std::vector<float> make_acts(int64_t M, int64_t K, DType act, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-3.f, 3.f);
-  std::vector<float> x(static_cast<size_t>(M * K));
-  for (auto& v : x) v = u(rng);
-  if (M > 2)  // an all-zero row (scale 0) and a row of tiny values (FP8 subnormals)
-    for (int64_t k = 0; k < K; ++k) {
-      x[static_cast<size_t>(K + k)] = 0.0f;
-      x[static_cast<size_t>(2 * K + k)] *= 1e-6f;
-    }
-  return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
+  return testing::random_scaled_mm_weights({v.type, v.ws, v.sym, v.block, v.phase}, N, K, seed);
 }
 
 Tensor device_acts(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
@@ -109,15 +67,6 @@ Tensor poisoned_output(int64_t M, int64_t N, DType act) {
   Tensor host = Tensor::empty({M, N}, act);
   std::memset(host.raw_data(), 0xff, host.nbytes());
   return host.to_device(Device::cuda(0));
-}
-
-double rel_mean_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += std::fabs(static_cast<double>(got[i]) - want[i]);
-    den += std::fabs(static_cast<double>(want[i]));
-  }
-  return num / std::max(den, 1e-30);
 }
 
 // The reference rounded to the output dtype: the closest any kernel writing `act` can get, so the
@@ -145,7 +94,7 @@ std::vector<float> run_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const
   const auto* e = ScaledMMKernelRegistry::instance().find("cpu_ref");
   EXPECT_TRUE(e != nullptr);
   auto k = e->create(c);
-  k->prepare(clone(w));
+  k->prepare(testing::clone_weights(w));
   Tensor xt = Tensor::from_vector(x, {M, c.K_p});
   Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
   Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
@@ -156,7 +105,7 @@ std::vector<float> run_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const
 std::vector<float> run_gpu(const ScaledMMKernelRegistry::Entry& e, const ScaledMMConfig& c, const ScaledMMWeights& w,
                            const std::vector<float>& x, int64_t M, const std::vector<float>* bias) {
   auto k = e.create(c);
-  k->prepare(clone(w));
+  k->prepare(testing::clone_weights(w));
   Tensor xt = device_acts(x, M, c.K_p, c.act_dtype);
   Tensor y = poisoned_output(M, c.N_p, c.act_dtype);
   Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
@@ -214,7 +163,7 @@ TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
           w.input_scale = v.type == W8Type::Int8 ? 0.015f : 0.004f;  // some codes saturate
           w.input_zero_point = v.sym ? 0 : -5;
           w.k_phase = v.phase;
-          const std::vector<float> x = make_acts(M, K, act, 77 + M + K);
+          const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 77 + M + K);
           const CudaActCodes q =
               quantize_acts_cuda(c, w.input_scale, w.input_zero_point, w.k_phase, device_acts(x, M, K, act));
           const Tensor codes = q.codes.to_device(Device::cpu());
@@ -255,7 +204,7 @@ void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>
     std::vector<float> bias(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
     for (int64_t M : Ms) {
-      const std::vector<float> x = make_acts(M, K, act, 5 * M + K);
+      const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 5 * M + K);
       const bool with_bias = M % 2 == 1;
       const std::vector<float> want = run_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
@@ -269,7 +218,7 @@ void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>
           const std::string what =
               fmt::format("{}{}: {} bias={}", e.name, outer_vec ? "" : " (outer-vec off)", variant_str(c, M), with_bias);
           ASSERT_EQ(first_non_finite(got), -1) << what;
-          EXPECT_LE(rel_mean_error(got, rounded_to(act, want)), tolerance(c)) << what;
+          EXPECT_LE(testing::mean_relative_error(got, rounded_to(act, want)), tolerance(c)) << what;
         }
       }
     }

@@ -20,6 +20,8 @@
 #include "cuda/device.h"
 #include "kernels/cpu/scaled_mm_act_quant.h"
 #include "kernels/scaled_mm.h"
+#include "support/scaled_mm_test_data.h"
+#include "tests/support/cuda_test_util.h"
 #ifdef QLM_WITH_CUDA
 #include "cuda/context.h"
 #include "kernels/cuda/act_quant.h"
@@ -51,51 +53,7 @@ ScaledMMConfig fp8_config(const Fp8Variant& v, int64_t N, int64_t K, DType act, 
 }
 
 ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  ScaledMMWeights w;
-  w.K = K;
-  w.N = N;
-  w.codes = Tensor::empty({N, K}, DType::F8_E4M3);
-  for (int64_t i = 0; i < N * K; ++i) w.codes.data<uint8_t>()[i] = f32_to_e4m3(u(rng) * 300.f);
-  std::vector<float> s = {0.0123f};
-  if (v.ws == WeightScaleKind::Channel) {
-    s.resize(static_cast<size_t>(N));
-    for (auto& x : s) x = 0.001f + 0.01f * std::fabs(u(rng));
-  }
-  w.weight_scale = Tensor::from_vector(s, {static_cast<int64_t>(s.size())});
-  w.input_scale = 0.03125f;
-  return w;
-}
-
-ScaledMMWeights clone(const ScaledMMWeights& w) {
-  ScaledMMWeights c = w;
-  c.codes = w.codes.clone();
-  c.weight_scale = w.weight_scale.clone();
-  return c;
-}
-
-// Rounded to `act`; an all-zero row (scale floor) and a row of tiny values (FP8 subnormals).
-std::vector<float> fp8_acts(int64_t M, int64_t K, DType act, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-3.f, 3.f);
-  std::vector<float> x(static_cast<size_t>(M * K));
-  for (auto& v : x) v = u(rng);
-  if (M > 2)
-    for (int64_t k = 0; k < K; ++k) {
-      x[static_cast<size_t>(K + k)] = 0.0f;
-      x[static_cast<size_t>(2 * K + k)] *= 1e-6f;
-    }
-  return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
-}
-
-double rel_mean_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += std::fabs(static_cast<double>(got[i]) - want[i]);
-    den += std::fabs(static_cast<double>(want[i]));
-  }
-  return num / std::max(den, 1e-30);
+  return testing::random_scaled_mm_weights({.type = W8Type::Fp8E4M3, .ws = v.ws}, N, K, seed);
 }
 
 int64_t first_non_finite(const std::vector<float>& y) {
@@ -111,7 +69,7 @@ std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std
   c.device = Device::cpu();
   c.act_dtype = DType::F32;
   auto k = ScaledMMKernelRegistry::instance().find("cpu_ref")->create(c);
-  k->prepare(clone(w));
+  k->prepare(testing::clone_weights(w));
   Tensor xt = Tensor::from_vector(x, {M, c.K_p});
   Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
   Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
@@ -126,7 +84,7 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
   if (!max_m.empty()) setenv("QLM_FP8_FAST_MAX_M", max_m.c_str(), 1);
   if (!config.empty()) setenv("QLM_FP8_CUTLASS_CONFIG", config.c_str(), 1);
   auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
-  k->prepare(clone(w));
+  k->prepare(testing::clone_weights(w));
   unsetenv("QLM_FP8_FAST_MAX_M");
   unsetenv("QLM_FP8_CUTLASS_CONFIG");
   return k;
@@ -170,7 +128,7 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
     kernels.emplace_back("rule", make_kernel(c, w, ""));             // the default rule
     for (const std::string& p : large_m_paths(c)) kernels.emplace_back(p, make_kernel(c, w, "", p));
     for (int64_t M : Ms) {
-      const std::vector<float> x = fp8_acts(M, K, act, 7 * M + K);
+      const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 7 * M + K);
       const bool with_bias = M % 2 == 1;
       const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& [path, k] : kernels) {
@@ -178,7 +136,7 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
         const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
         ASSERT_EQ(first_non_finite(got), -1) << what;
-        EXPECT_LE(rel_mean_error(got, want), tolerance(act)) << what;
+        EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
       }
     }
   }
@@ -233,9 +191,9 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
       const std::string config = cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i));
       const auto k = make_kernel(c, w, "", config);
       for (int64_t M : {17, 200}) {
-        const std::vector<float> x = fp8_acts(M, 14336, DType::BF16, 5 * M);
+        const std::vector<float> x = testing::scaled_mm_test_acts(M, 14336, DType::BF16, 5 * M);
         const std::vector<float> got = run_kernel(*k, c, x, M, nullptr);
-        const double err = rel_mean_error(got, run_ref(c, w, x, M, nullptr));
+        const double err = testing::mean_relative_error(got, run_ref(c, w, x, M, nullptr));
         std::printf("fp8 promotion %s %s M=%lld rel_mean_error %.3e\n", interval, config.c_str(),
                     static_cast<long long>(M), err);
         EXPECT_LE(err, tolerance(DType::BF16)) << config << " promotion " << interval << " M=" << M;
@@ -252,7 +210,7 @@ TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
     for (int64_t M : {1, 5, 130})
       for (int64_t K : {8, 264, 4096}) {
         ScaledMMConfig c = fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
-        const std::vector<float> x = fp8_acts(M, K, act, 13 + M + K);
+        const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 13 + M + K);
         Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
         Tensor codes = Tensor::empty({M, K}, DType::F8_E4M3, Device::cuda(0));
         Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));

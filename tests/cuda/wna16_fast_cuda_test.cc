@@ -39,39 +39,10 @@ class CudaWna16FastTest : public ::testing::Test {
         fmt::format("{} act={} path={}", testing::wna16_spec_str(spec), dtype_name(act), static_cast<int>(path)));
     set_wna16_fast_path(path);
     const auto gen = testing::random_wna16(spec);
-    const Device gpu = Device::cuda(0);
-    const auto gpu_cfg = testing::wna16_config(spec, act, gpu, capability_);
-    const auto* entry = MPKernelRegistry::instance().find("cuda_wna16_fast");
-    ASSERT_TRUE(entry);
-    if (auto why = entry->can_implement(gpu_cfg)) FAIL() << "cannot implement " << gpu_cfg.describe() << ": " << *why;
-    auto kernel = entry->create(gpu_cfg);
-    kernel->prepare(gen.weights);
-    auto ref =
-        MPKernelRegistry::instance().find("cpu_ref")->create(testing::wna16_config(spec, DType::F32, Device::cpu(), 0));
-    ref->prepare(gen.weights);
-
-    const int64_t K = spec.K, N = spec.N;
-    const Tensor bias = Tensor::from_vector(testing::random_floats(N, spec.seed + 99), {N});
-    const Tensor bias_gpu = bias.to_device(gpu);
-    for (int64_t M : Ms) {
-      SCOPED_TRACE(fmt::format("M={}", M));
-      const bool with_bias = M % 2 == 1;
-      const Tensor x_act =
-          Tensor::from_vector(testing::random_floats(static_cast<size_t>(M * K), spec.seed * 31 + M), {M, K}).to(act);
-      const Tensor x_ref = x_act.to(DType::F32);
-      Tensor y_ref = Tensor::empty({M, N}, DType::F32);
-      ref->run(x_ref, y_ref, with_bias ? &bias : nullptr);
-
-      const Tensor x_gpu = x_act.to_device(gpu);
-      Tensor y_gpu = testing::nan_poisoned(M, N, act, gpu);
-      kernel->run(x_gpu, y_gpu, with_bias ? &bias_gpu : nullptr);
-      const std::vector<float> got = y_gpu.to_device(Device::cpu()).to_float_vector();
-      const std::vector<float> want = y_ref.to_float_vector();
-      const int64_t bad = testing::first_non_finite(got.data(), M * N);
-      ASSERT_EQ(bad, -1) << "element " << bad << " (row " << bad / N << ", column " << bad % N
-                         << ") not written or not finite";
-      EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
-    }
+    testing::run_wna16_against_cpu_ref("cuda_wna16_fast", spec, gen.weights, act, Device::cuda(0), capability_, Ms,
+                                       [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
+                                         EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
+                                       });
   }
 
   int capability_ = 0;

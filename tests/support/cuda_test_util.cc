@@ -1,7 +1,9 @@
 #include "tests/support/cuda_test_util.h"
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -32,12 +34,55 @@ double mean_relative_error(const std::vector<float>& got, const std::vector<floa
     num += std::fabs(static_cast<double>(got[i]) - want[i]);
     den += std::fabs(static_cast<double>(want[i]));
   }
-  return num / den;
+  return num / std::max(den, 1e-30);
 }
 
 Tensor nan_poisoned(int64_t M, int64_t N, DType act, Device device) {
   std::vector<float> nan(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
   return Tensor::from_vector(nan, {M, N}).to(act).to_device(device);
+}
+
+size_t run_wna16_against_cpu_ref(
+    const std::string& kernel_name, const Wna16Spec& spec, const WNA16Weights& weights, DType act, Device device,
+    int capability, const std::vector<int64_t>& Ms,
+    const std::function<void(int64_t M, const std::vector<float>& got, const std::vector<float>& want)>& compare) {
+  const MPLinearLayerConfig cfg = wna16_config(spec, act, device, capability);
+  const auto* entry = MPKernelRegistry::instance().find(kernel_name);
+  if (entry == nullptr) {
+    ADD_FAILURE() << kernel_name << " is not registered";
+    return 0;
+  }
+  if (auto why = entry->can_implement(cfg)) {
+    ADD_FAILURE() << kernel_name << " cannot implement " << cfg.describe() << ": " << *why;
+    return 0;
+  }
+  auto kernel = entry->create(cfg);
+  kernel->prepare(weights);
+  auto ref = MPKernelRegistry::instance().find("cpu_ref")->create(wna16_config(spec, DType::F32, Device::cpu(), 0));
+  ref->prepare(weights);
+
+  const int64_t K = spec.K, N = spec.N;
+  const Tensor bias = Tensor::from_vector(random_floats(N, spec.seed + 99), {N});
+  const Tensor bias_dev = bias.to_device(device);
+  for (int64_t M : Ms) {
+    SCOPED_TRACE(fmt::format("M={}", M));
+    const bool with_bias = M % 2 == 1;
+    const Tensor x_act =
+        Tensor::from_vector(random_floats(static_cast<size_t>(M * K), spec.seed * 31 + M), {M, K}).to(act);
+    Tensor y_ref = Tensor::empty({M, N}, DType::F32);
+    ref->run(x_act.to(DType::F32), y_ref, with_bias ? &bias : nullptr);
+    Tensor y = nan_poisoned(M, N, act, device);
+    kernel->run(x_act.to_device(device), y, with_bias ? &bias_dev : nullptr);
+    const std::vector<float> got = y.to_device(Device::cpu()).to_float_vector();
+    const int64_t bad = first_non_finite(got.data(), M * N);
+    if (bad != -1) {
+      ADD_FAILURE() << "element " << bad << " (row " << bad / N << ", column " << bad % N
+                    << ") not written or not finite";
+      continue;
+    }
+    compare(M, got, y_ref.to_float_vector());
+  }
+  return kernel->weight_bytes();
 }
 
 }  // namespace qlm::testing
