@@ -92,6 +92,22 @@ inline void add_gptq_linear(Named& out, const std::string& module, int64_t K, in
 
 }  // namespace detail
 
+// The name of shard `index` (0-based) of `shards`: model-00001-of-00033.safetensors.
+inline std::string synthetic_shard_name(int64_t index, int64_t shards) {
+  return fmt::format("model-{:05d}-of-{:05d}.safetensors", index + 1, shards);
+}
+
+// Every file write_synthetic_gptq_llama may leave in its directory, in-progress ones included
+// (what an interrupted run has to remove).
+inline std::vector<std::string> synthetic_checkpoint_files(const SyntheticLlamaShape& s) {
+  std::vector<std::string> files = {"config.json", "model.safetensors.index.json"};
+  for (int64_t i = 0; i <= s.layers; ++i) {
+    files.push_back(synthetic_shard_name(i, s.layers + 1));
+    files.push_back(synthetic_shard_name(i, s.layers + 1) + ".partial");  // io::write_safetensors' temporary
+  }
+  return files;
+}
+
 // Returns the bytes written. Throws qlm::Error (io) on write failures.
 inline uint64_t write_synthetic_gptq_llama(const std::filesystem::path& dir, const SyntheticLlamaShape& s,
                                            uint64_t seed = 1) {
@@ -116,7 +132,7 @@ inline uint64_t write_synthetic_gptq_llama(const std::filesystem::path& dir, con
   uint64_t total = 0, written = 0;
   const int64_t shards = s.layers + 1;
   auto write_shard = [&](int64_t index, const detail::Named& tensors) {
-    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", index + 1, shards);
+    const std::string name = synthetic_shard_name(index, shards);
     io::write_safetensors(dir / name, tensors, {{"format", "pt"}});
     for (const auto& [tensor, t] : tensors) {
       weight_map[tensor] = name;

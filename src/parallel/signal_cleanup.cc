@@ -4,31 +4,34 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "core/error.h"
 
 namespace qlm {
 
-namespace {
-
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-std::atomic<const SignalCleanup::State*> g_active{nullptr};
-
-}  // namespace
-
 struct SignalCleanup::State {
   std::string dir;
   std::vector<std::string> files;  // absolute paths
   std::vector<pid_t> children;
-  struct sigaction previous[3] = {};
 };
 
 namespace {
 
-// Runs in the signal handler: only reads the prepared state and makes async-signal-safe calls.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kMaxActive = 8;
+
+// The live cleanups, read by the handler (lock-free); installing and removing take g_mutex.
+std::atomic<const SignalCleanup::State*> g_active[kMaxActive];
+std::mutex g_mutex;
+int g_count = 0;
+struct sigaction g_previous[std::size(kSignals)];
+
+// Runs in the signal handler: only reads the prepared states and makes async-signal-safe calls.
 void on_signal(int sig) {
-  if (const SignalCleanup::State* s = g_active.exchange(nullptr)) {
+  for (auto& slot : g_active) {
+    const SignalCleanup::State* s = slot.exchange(nullptr);
+    if (s == nullptr) continue;
     for (pid_t pid : s->children)
       if (pid > 0) ::kill(pid, SIGTERM);
     for (const std::string& f : s->files) ::unlink(f.c_str());
@@ -49,25 +52,38 @@ SignalCleanup::SignalCleanup(const std::filesystem::path& dir, const std::vector
   state_->dir = dir.string();
   for (const std::string& f : file_names) state_->files.push_back((dir / f).string());
   state_->children = children;
-  const State* none = nullptr;
-  if (!g_active.compare_exchange_strong(none, state_.get()))
-    fail("tp.launch", {}, "run one tensor-parallel launch per process at a time",
-         "a second interrupt cleanup was installed while one is active");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  bool placed = false;
+  for (auto& slot : g_active) {
+    const State* none = nullptr;
+    if (slot.compare_exchange_strong(none, state_.get())) {
+      placed = true;
+      break;
+    }
+  }
+  if (!placed)
+    fail("tp.launch", {.file = state_->dir, .tensor = {}, .layer = {}}, "",
+         "more than {} interrupt cleanups are active at once", kMaxActive);
+  if (g_count++ > 0) return;
   struct sigaction act = {};
   act.sa_handler = on_signal;
   sigemptyset(&act.sa_mask);
   for (int sig : kSignals) sigaddset(&act.sa_mask, sig);  // one cleanup, whichever signal comes first
   for (size_t i = 0; i < std::size(kSignals); ++i) {
-    ::sigaction(kSignals[i], nullptr, &state_->previous[i]);
+    ::sigaction(kSignals[i], nullptr, &g_previous[i]);
     // A signal the user chose to ignore (nohup, a background job of a script) stays ignored.
-    if (state_->previous[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &act, nullptr);
+    if (g_previous[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &act, nullptr);
   }
 }
 
 SignalCleanup::~SignalCleanup() {
-  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &state_->previous[i], nullptr);
-  const State* mine = state_.get();
-  g_active.compare_exchange_strong(mine, nullptr);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& slot : g_active) {
+    const State* mine = state_.get();
+    if (slot.compare_exchange_strong(mine, nullptr)) break;
+  }
+  if (--g_count == 0)
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
 }
 
 }  // namespace qlm

@@ -1,6 +1,7 @@
-// The launcher's interrupt cleanup: a process that holds a SignalCleanup and gets SIGINT / SIGTERM /
-// SIGHUP stops its children, removes the listed files and the directory, and still dies of that
-// signal; without a signal nothing is touched, and the previous handlers come back afterwards.
+// The interrupt cleanup: a process that holds a SignalCleanup and gets SIGINT / SIGTERM / SIGHUP
+// stops its children, removes the listed files and the directory, and still dies of that signal;
+// several live cleanups all run; without a signal nothing is touched, and the previous handlers come
+// back after the last one.
 #include "parallel/signal_cleanup.h"
 
 #include <gtest/gtest.h>
@@ -47,7 +48,11 @@ int run_interrupted(const fs::path& dir, int sig, pid_t* grandchild) {
       ::_exit(127);
     }
     (void)!::write(fds[1], &sleeper, sizeof(sleeper));
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) signal(s, SIG_DFL);  // not ignored, even in a background job
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) {  // not ignored, even in a background job
+      struct sigaction current = {};
+      ::sigaction(s, nullptr, &current);
+      if (current.sa_handler == SIG_IGN) signal(s, SIG_DFL);
+    }
     SignalCleanup cleanup(dir, {"a", "b", "c"}, {sleeper});
     ::raise(sig);
     ::_exit(0);
@@ -123,10 +128,32 @@ TEST(SignalCleanup, WithoutASignalNothingIsTouchedAndHandlersComeBack) {
   signal(SIGHUP, SIG_DFL);
 }
 
-TEST(SignalCleanup, OneAtATime) {
+TEST(SignalCleanup, SeveralAtOnceAllRunAndHandlersComeBackAfterTheLast) {
   testing::TempDir root;
-  SignalCleanup first(root.path(), {}, {});
-  EXPECT_THROW(SignalCleanup(root.path(), {}, {}), Error);
+  const fs::path other = root / "other";
+  fs::create_directory(other);
+  std::ofstream(other / "f") << "x";
+  struct sigaction before = {};
+  ::sigaction(SIGTERM, nullptr, &before);
+  {
+    SignalCleanup outer(other, {"f"}, {});
+    {
+      SignalCleanup inner(root.path(), {}, {});
+    }
+    struct sigaction during = {};
+    ::sigaction(SIGTERM, nullptr, &during);
+    EXPECT_NE(during.sa_handler, before.sa_handler) << "the outer cleanup still needs the handler";
+    const fs::path dir = dir_with(root, {"a"});
+    pid_t sleeper = -1;
+    const int status = run_interrupted(dir, SIGTERM, &sleeper);  // the child inherits `outer` too
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    EXPECT_FALSE(fs::exists(dir));
+    EXPECT_FALSE(fs::exists(other)) << "every live cleanup runs";
+    EXPECT_TRUE(gone_soon(sleeper));
+  }
+  struct sigaction after = {};
+  ::sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
 }
 
 }  // namespace

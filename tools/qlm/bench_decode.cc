@@ -23,6 +23,7 @@
 
 #include "bench/synthetic_llama.h"
 #include "core/error.h"
+#include "parallel/signal_cleanup.h"
 #include "tools/qlm/commands.h"
 #include "tools/qlm/model_options.h"
 #include "tools/qlm/tp_launch.h"
@@ -88,11 +89,16 @@ void bench_decode(const BenchDecodeOptions& o) {
   runtime::ModelOptions options = to_model_options(o.model);
   fs::path dir = o.model.model_dir;
   TempDir temp;
+  std::unique_ptr<SignalCleanup> synthetic_cleanup;
   double write_s = 0;
   if (auto shape = synthetic_shape(o.model.model_dir)) {
     temp.dir = (o.tmp.empty() ? fs::temp_directory_path() : fs::path(o.tmp)) /
                ("qlm-synthetic-" + std::to_string(::getpid()));
     dir = temp.dir;
+    // Ctrl-C while it is written or loaded removes it (several GB); it goes for good after the load.
+    fs::create_directories(dir);
+    synthetic_cleanup = std::make_unique<SignalCleanup>(dir, bench::synthetic_checkpoint_files(*shape),
+                                                        std::vector<pid_t>{});
     std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s ...\n", o.model.model_dir.c_str(),
                  static_cast<long long>(shape->layers), dir.c_str());
     const auto t0 = Clock::now();
@@ -105,6 +111,7 @@ void bench_decode(const BenchDecodeOptions& o) {
   // Every rank has mapped the checkpoint once rank 0's load returns (they open it before meeting).
   std::error_code ec;
   if (!temp.dir.empty()) fs::remove_all(temp.dir, ec);
+  synthetic_cleanup.reset();
 
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
   for (int64_t i = 0; i < o.prompt_len; ++i)
