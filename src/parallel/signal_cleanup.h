@@ -1,12 +1,11 @@
 // Cleanup of temporary state when the process is interrupted (`--tp-procs`' rendezvous directory,
-// `bench-decode`'s synthetic checkpoint): while a SignalCleanup lives, SIGINT, SIGTERM and SIGHUP stop the given child processes (SIGTERM), remove
-// the given files and then the directory, and end the process by the same signal with its default
-// action, so Ctrl-C on rank 0 leaves no rendezvous directory behind and the shell still sees the
-// signal. A signal already ignored when it is installed (nohup, background jobs of scripts) stays
-// ignored. The handler makes only async-signal-safe calls (kill, unlink, rmdir, sigaction, raise) on
-// paths prepared as C strings beforehand. Up to 8 may be alive at once (a launcher's rendezvous
-// directory and bench-decode's synthetic checkpoint, say): a signal runs all of them; when the last
-// one goes, the previous handlers come back.
+// `bench-decode`'s synthetic checkpoint): while a SignalCleanup lives, SIGINT, SIGTERM and SIGHUP
+// stop the given child processes (SIGTERM), remove the given files and then the directory, and end
+// the process by the same signal with its default action, so Ctrl-C leaves nothing behind and the
+// shell still sees the signal. A signal already ignored when the first one is installed (nohup,
+// background jobs of scripts) stays ignored. The handler makes only async-signal-safe calls (kill,
+// unlink, rmdir, sigaction, raise) on paths prepared as C strings beforehand. Up to 8 may be alive
+// at once: a signal runs all of them; when the last one goes, the previous handlers come back.
 #pragma once
 
 #include <sys/types.h>

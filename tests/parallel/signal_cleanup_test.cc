@@ -137,9 +137,7 @@ TEST(SignalCleanup, SeveralAtOnceAllRunAndHandlersComeBackAfterTheLast) {
   ::sigaction(SIGTERM, nullptr, &before);
   {
     SignalCleanup outer(other, {"f"}, {});
-    {
-      SignalCleanup inner(root.path(), {}, {});
-    }
+    { SignalCleanup inner(root.path(), {}, {}); }
     struct sigaction during = {};
     ::sigaction(SIGTERM, nullptr, &during);
     EXPECT_NE(during.sa_handler, before.sa_handler) << "the outer cleanup still needs the handler";

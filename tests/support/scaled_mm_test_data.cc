@@ -15,7 +15,8 @@ ScaledMMWeights random_scaled_mm_weights(const ScaledMMWeightSpec& s, int64_t N,
   w.N = N;
   w.codes = Tensor::empty({N, K}, s.type == W8Type::Int8 ? DType::I8 : DType::F8_E4M3);
   for (int64_t i = 0; i < N * K; ++i)
-    w.codes.data<uint8_t>()[i] = s.type == W8Type::Int8 ? static_cast<uint8_t>(rng() & 0xff) : f32_to_e4m3(u(rng) * 300.f);
+    w.codes.data<uint8_t>()[i] =
+        s.type == W8Type::Int8 ? static_cast<uint8_t>(rng() & 0xff) : f32_to_e4m3(u(rng) * 300.f);
   std::vector<float> scales;
   if (s.ws == WeightScaleKind::Tensor) scales = {0.0123f};
   if (s.ws == WeightScaleKind::Channel) scales.resize(static_cast<size_t>(N));

@@ -12,9 +12,9 @@ namespace qlm::testing {
 struct ScaledMMWeightSpec {
   W8Type type = W8Type::Fp8E4M3;
   WeightScaleKind ws = WeightScaleKind::Tensor;
-  bool sym = true;       // symmetric activations (asymmetric ones get input zero point 7)
-  int64_t block = 128;   // block scales: block_k (and block_n)
-  int64_t phase = 0;     // block scales: k_phase
+  bool sym = true;      // symmetric activations (asymmetric ones get input zero point 7)
+  int64_t block = 128;  // block scales: block_k (and block_n)
+  int64_t phase = 0;    // block scales: k_phase
 };
 
 // Weights [N, K]: e4m3 codes of uniform values in [-300, 300] or uniform int8 bytes; a tensor scale
