@@ -15,6 +15,7 @@
 #include "parallel/communicator.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/rendezvous.h"
+#include "parallel/stall_watchdog.h"
 #include "quant/quantization_config.h"
 #include "quant/unquantized.h"
 #include "runtime/kv_cache_scales.h"
@@ -30,6 +31,7 @@ struct Model::Impl {
   std::vector<std::unique_ptr<models::DecoderModel>> ranks;  // the ranks this process runs
   int tp = 1;
   std::optional<int> joined_rank;  // set when this process is one rank of a multi-process group
+  std::unique_ptr<StallWatchdog> watchdog;  // joined ranks with a stall timeout: guards every collective step
 };
 
 namespace {
@@ -203,6 +205,7 @@ Model::~Model() {
 
 void Model::leave_group() {
   if (!impl_->joined_rank) return;
+  const StallWatchdog::Guard guard(impl_->watchdog.get());
   static_cast<JoinedComm&>(*impl_->gpu_comms.front()).leave();
 }
 
@@ -318,6 +321,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     const RendezvousOptions meet{.dir = options.rendezvous, .rank = *joined, .size = tp,
                                  .timeout = options.rendezvous_timeout, .poll = options.rendezvous_poll};
     const NcclId id = rendezvous(meet, [] { return make_nccl_id(); });
+    // From here a rank that dies leaves the others waiting in NCCL without a time limit (its init
+    // included): the watchdog bounds every step (ModelOptions::stall_timeout).
+    if (options.stall_timeout.count() > 0 && options.on_stall)
+      m.watchdog = std::make_unique<StallWatchdog>(options.stall_timeout, options.on_stall);
+    const StallWatchdog::Guard guard(m.watchdog.get());
     joined_comm->attach(make_nccl_communicator(id, *joined, tp, joined_device.index));
   }
   model->kv_dtype_ = kv_storage;
@@ -340,6 +348,7 @@ bool Model::joined_group() const { return impl_->joined_rank.has_value(); }
 
 int32_t Model::agree_on_token(int32_t token) {
   if (!impl_->joined_rank) return token;  // one process: rank 0's sampler is the only one
+  const StallWatchdog::Guard guard(impl_->watchdog.get());
   Tensor t = Tensor::from_vector(std::vector<int32_t>{token}, {1}).to_device(device_);
   impl_->gpu_comms.front()->broadcast(t, 0);
   return t.to_device(Device::cpu()).data<int32_t>()[0];
@@ -359,6 +368,7 @@ Tensor Model::forward(std::span<const int32_t> tokens, bool all_logits) {
 }
 
 Tensor Model::forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits) {
+  const StallWatchdog::Guard guard(impl_->watchdog.get());  // joined ranks: a dead peer must not hang us
   if (tokens.empty()) fail("model.token", {}, "pass at least one token", "forward() needs at least one token");
   if (positions.size() != tokens.size())
     fail("model.positions", {}, "", "{} tokens but {} positions", tokens.size(), positions.size());

@@ -50,6 +50,13 @@ struct ModelOptions {
   std::function<void()> rendezvous_poll{};  // called while waiting for the other ranks; may throw
   // This rank's GPU; unset: cuda:((device.index + tp_rank) mod the number of visible GPUs).
   std::optional<int> tp_gpu{};
+  // With tp_rank set: NCCL's set-up after the rendezvous, a forward step, token broadcast or
+  // leave_group() still running after
+  // stall_timeout makes on_stall(seconds) run, on a watchdog thread (parallel/stall_watchdog.h):
+  // another rank has most likely died, and NCCL would wait for it for ever. Zero or no callback:
+  // no watchdog.
+  std::chrono::milliseconds stall_timeout{0};
+  std::function<void(double seconds)> on_stall{};
 };
 
 // The GPU rank *options.tp_rank uses when `visible` GPUs are visible (see ModelOptions::tp_gpu).

@@ -68,6 +68,8 @@ TEST(TpCli, RendezvousAndTpGpuAloneAreRefused) {
                  {"comm.rendezvous", "not tcp://HOST:PORT", "tcp://127.0.0.1", "e.g. tcp://10.0.0.1:29500"});
   expect_refused("--tp 2 --tp-rank 0 --rendezvous /tmp/x --rendezvous-timeout 0 --device cuda",
                  {"cli.tp", "--rendezvous-timeout 0 is not positive"});
+  expect_refused("--tp 2 --tp-rank 0 --rendezvous /tmp/x --tp-stall-timeout -1 --device cuda",
+                 {"cli.tp", "--tp-stall-timeout -1 is not positive"});
 }
 
 TEST(TpCli, GenerateAndBenchDecodeShareTheChecks) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,30 @@ TEST(CudaTpProcs, InterruptedLauncherLeavesNoRendezvousDirectory) {
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << "qlm should end by SIGTERM; see " << dir.path();
   for (const auto& e : fs::directory_iterator(tmp))
     EXPECT_NE(e.path().filename().string().rfind("qlm-tp-", 0), 0u) << "left over: " << e.path();
+}
+
+// Two ranks started by hand; rank 1 is killed once it has reached the rendezvous. Rank 0 must not
+// wait for it for ever in NCCL: its stall watchdog (--tp-stall-timeout) or NCCL itself ends it with
+// an error within seconds.
+TEST(CudaTpProcs, RankWhosePeerDiesStopsWithAnError) {
+  SKIP_WITHOUT_TWO_GPUS();
+  testing::TempDir dir;
+  const testing::ModelFixture f = testing::load_model_fixture("llama-gqa-gptq");
+  const std::string common = "'" + testing::qlm_binary().string() + "' bench-decode " + quoted(f.dir) +
+                             " --device cuda --dtype f32 --tp 2 --tokens 100 --tp-stall-timeout 5 --rendezvous " +
+                             quoted(dir / "meet");
+  const std::string script =
+      common + " --tp-rank 1 >/dev/null 2>/dev/null & p1=$!; i=0; while [ $i -lt 3000 ] && [ ! -e " +
+      quoted(dir / "meet" / "rank-1") + " ]; do sleep 0.02; i=$((i+1)); done; kill -KILL $p1; timeout 120 " +
+      common + " --tp-rank 0 >/dev/null 2>" + quoted(dir / "err0") + "; exit $?";
+  std::ofstream(dir / "ranks.sh") << script << "\n";
+  const int status = std::system(("sh " + quoted(dir / "ranks.sh")).c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "124 would mean rank 0 hung; see " << dir.path();
+  std::stringstream err;
+  err << std::ifstream(dir / "err0").rdbuf();
+  EXPECT_TRUE(err.str().find("tp.stalled") != std::string::npos || err.str().find("comm.") != std::string::npos)
+      << err.str();
 }
 
 TEST(CudaTpProcs, BenchDecodeRunsOneProcessPerGpu) {

@@ -1,7 +1,11 @@
 #include "tools/qlm/model_options.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 
 #include "core/error.h"
 
@@ -29,6 +33,9 @@ void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
   cmd->add_option("--rendezvous-timeout", o.rendezvous_timeout_s,
                   "Seconds to wait at the rendezvous for every rank (each arrives once loaded)")
       ->default_str("600");
+  cmd->add_option("--tp-stall-timeout", o.stall_timeout_s,
+                  "Seconds a forward step of a multi-process rank may take before the rank gives up on a dead peer")
+      ->default_str("300");
   cmd->add_option("--tp-gpu", o.tp_gpu,
                   "With --tp-rank: this rank's GPU (default: (N of --device cuda:N + rank) "
                   "mod the visible GPUs)");
@@ -79,6 +86,9 @@ void validate_tp_options(const ModelCliOptions& o) {
   if (!(o.rendezvous_timeout_s > 0))
     fail("cli.tp", {}, "pass a positive number of seconds", "--rendezvous-timeout {} is not positive",
          o.rendezvous_timeout_s);
+  if (!(o.stall_timeout_s > 0))
+    fail("cli.tp", {}, "pass a positive number of seconds", "--tp-stall-timeout {} is not positive",
+         o.stall_timeout_s);
 }
 
 namespace {
@@ -118,6 +128,21 @@ runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
   m.rendezvous = o.rendezvous;
   m.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rendezvous_timeout_s * 1000));
   m.tp_gpu = o.tp_gpu;
+  if (o.tp_rank || o.tp_procs) {
+    m.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.stall_timeout_s * 1000));
+    const int rank = o.tp_rank.value_or(0), size = o.tp;
+    const bool launcher = o.tp_procs;
+    m.on_stall = [rank, size, launcher](double seconds) {
+      std::fprintf(stderr,
+                   "qlm: error: [tp.stalled] tensor-parallel rank %d of %d: a step has not finished after %.0f s; "
+                   "another rank has most likely died (its output says why) and NCCL would wait for it for ever "
+                   "(remedy: check the other ranks; --tp-stall-timeout S waits longer)\n",
+                   rank, size, seconds);
+      // The launcher ends through its interrupt cleanup (children stopped, rendezvous directory removed).
+      if (launcher) ::raise(SIGTERM);
+      ::_exit(1);
+    };
+  }
   runtime::activation_dtype(m);  // rejects bf16 / f16 on cpu before anything loads
   return m;
 }

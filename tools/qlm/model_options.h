@@ -30,6 +30,7 @@ struct ModelCliOptions {
   std::string rendezvous;
   std::optional<int> tp_gpu;
   double rendezvous_timeout_s = 600;
+  double stall_timeout_s = 300;  // --tp-stall-timeout: a multi-process rank's step that takes longer ends it
 };
 
 // Adds MODEL (positional, required) and the options above to `cmd`.
