@@ -35,6 +35,12 @@ class MPLinearKernel {
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
   // Bytes of the prepared weights (for benchmarks' bandwidth numbers).
   virtual size_t weight_bytes() const = 0;
+  // The code path run() takes for M rows ("gemv", "tiled", ...), for benchmarks' records; empty
+  // for a kernel with one path.
+  virtual std::string path(int64_t M) const {
+    (void)M;
+    return {};
+  }
 };
 
 using MPKernelRegistry = KernelRegistry<MPLinearLayerConfig, MPLinearKernel>;

@@ -63,6 +63,11 @@ class ScaledMMKernel {
   // y[M, N_p] = x[M, K_p] · Wᵀ (+ bias). x, y contiguous F32 on CPU; y allocated by the caller.
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
   virtual size_t weight_bytes() const = 0;
+  // The code path run() takes for M rows, for benchmarks' records; empty for a kernel with one path.
+  virtual std::string path(int64_t M) const {
+    (void)M;
+    return {};
+  }
 };
 
 using ScaledMMKernelRegistry = KernelRegistry<ScaledMMConfig, ScaledMMKernel>;

@@ -61,6 +61,7 @@ struct Prepared {
   size_t weight_bytes = 0;  // of one copy
   int copies = 1;
   std::function<void(int, const Tensor&, Tensor&)> run;
+  std::function<std::string(int64_t M)> path = [](int64_t) { return std::string(); };  // the kernel's path for M
 };
 
 // Where the kernel runs and on what activations.
@@ -135,7 +136,8 @@ Prepared prepare_wna16(const BenchLinearOptions& o) {
     kernels->back()->prepare(weights);
   }
   return {kernels->front()->name(), kernels->front()->weight_bytes(), copies,
-          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
+          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); },
+          [kernels](int64_t M) { return kernels->front()->path(M); }};
 }
 
 // fp8 / int8 W8A8 (scaled-mm): dynamic per-token activations quantized inside the timed call.
@@ -153,7 +155,8 @@ Prepared prepare_scaled_mm(const BenchLinearOptions& o) {
     kernels->back()->prepare(weights);
   } while (static_cast<int>(kernels->size()) < copies_for(o, kernels->front()->weight_bytes()));
   return {kernels->front()->name(), kernels->front()->weight_bytes(), static_cast<int>(kernels->size()),
-          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); }};
+          [kernels](int i, const Tensor& x, Tensor& y) { (*kernels)[i]->run(x, y, nullptr); },
+          [kernels](int64_t M) { return kernels->front()->path(M); }};
 }
 
 void check_options(const BenchLinearOptions& o) {
@@ -253,6 +256,7 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
     j["act_dtype"] = dtype_name(t.act);
     if (!t.device.is_cpu()) j["timing"] = timing;
     j["kernel"] = p.kernel;
+    if (const std::string path = p.path(o.m); !path.empty()) j["path"] = path;
     j["threads"] = compute_threads();
     j["iters"] = o.iters;
     j["copies"] = p.copies;

@@ -127,6 +127,17 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     else if (!run_cutlass(q, M, y, bias)) lt_->run(w_, q, M, y, bias);
   }
 
+  std::string path(int64_t M) const override {
+    if (M <= max_m_) return "streaming";
+    if (use_cutlass_) {
+      const std::optional<Fp8CutlassChoice> c = cutlass_choice(M);
+      if (c)
+        return fmt::format("cutlass {} p{}", cuda::fp8_cutlass_config_name(c->config),
+                           forced_promotion_.value_or(c->promotion_interval));
+    }
+    return "cublaslt";
+  }
+
   size_t weight_bytes() const override {
     return w_.bytes() + lt_->extra_bytes();
   }
@@ -212,6 +223,12 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     }
   }
 
+  // The CUTLASS configuration for M rows (forced or by the rule), or none: cuBLASLt.
+  std::optional<Fp8CutlassChoice> cutlass_choice(int64_t M) const {
+    if (forced_config_) return Fp8CutlassChoice{*forced_config_, kPromotionInterval};
+    return fp8_cutlass_config_for(M, c_.N_p, cuda::context(c_.device.index).sm_count);
+  }
+
   // False when the CUTLASS path does not apply (then cuBLASLt runs); throws on a CUDA error.
   bool run_cutlass(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
     if (!use_cutlass_) return false;
@@ -230,9 +247,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     a.sm_count = ctx.sm_count;
     a.device = c_.device.index;
     a.pdl = pdl_;  // the GEMM's set-up overlaps the quantizer's tail
-    const std::optional<Fp8CutlassChoice> chosen = forced_config_
-                                                       ? Fp8CutlassChoice{*forced_config_, kPromotionInterval}
-                                                       : fp8_cutlass_config_for(M, c_.N_p, ctx.sm_count);
+    const std::optional<Fp8CutlassChoice> chosen = cutlass_choice(M);
     if (!chosen) return false;
     a.promotion_interval = forced_promotion_.value_or(chosen->promotion_interval);
     const cudaError_t e =

@@ -58,6 +58,7 @@ class CudaWna16Kernel final : public MPLinearKernel {
   }
 
   size_t weight_bytes() const override { return layout_.weight_bytes(); }
+  std::string path(int64_t M) const override { return M <= cuda::kGemvMaxM ? "gemv" : "dequant+cublas"; }
 
  private:
   // Checks x [M, K_p], y [M, N_p] (contiguous, act dtype) and bias F32 [N_p], all on the layer's

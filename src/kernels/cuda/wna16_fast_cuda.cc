@@ -137,11 +137,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       fail("kernel.args", {}, "call prepare() before run()", "cuda_wna16_fast: run() before the weights were prepared");
     cuda::Context& ctx = cuda::context(cfg_.device.index);
     const float* b = bias ? bias->data<float>() : nullptr;
-    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
-    if (path == Wna16FastPath::Tiled &&
-        (tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0 || a_.N_pad / cuda::kWna16TiledCols >= 65535))
-      path = Wna16FastPath::Gemv;
-    if (path == Wna16FastPath::Gemv && a_.n_blocks >= 65535) path = Wna16FastPath::Cublas;  // grid.y limit
+    const Wna16FastPath path = path_for(M);
     if (path == Wna16FastPath::Cublas) {
       run_cublas(ctx, x, y, b, M);
       return;
@@ -177,6 +173,15 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   size_t weight_bytes() const override {
     return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
+  }
+  std::string path(int64_t M) const override {
+    switch (path_for(M)) {
+      case Wna16FastPath::Gemv: return "gemv";
+      case Wna16FastPath::Tiled: return "tiled";
+      case Wna16FastPath::Cublas: return "dequant+cublas";
+      case Wna16FastPath::Auto: break;
+    }
+    return "?";
   }
 
  private:
@@ -276,6 +281,18 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   int64_t check_args(const Tensor& x, const Tensor& y, const Tensor* bias) const {
     return cuda::check_linear_run_args(
         {"cuda_wna16_fast", cfg_.device, cfg_.act_dtype, cfg_.K_p, cfg_.N_p, INT_MAX / 64}, x, y, bias);
+  }
+
+  // The rule's path for M (wna16_fast_paths.h), moved to one that can run this layer: the tiled
+  // kernel needs a resident block and fewer than 65535 column tiles, the GEMV fewer than 65535
+  // blocks along y.
+  Wna16FastPath path_for(int64_t M) const {
+    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
+    if (path == Wna16FastPath::Tiled &&
+        (tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0 || a_.N_pad / cuda::kWna16TiledCols >= 65535))
+      path = Wna16FastPath::Gemv;
+    if (path == Wna16FastPath::Gemv && a_.n_blocks >= 65535) path = Wna16FastPath::Cublas;  // grid.y limit
+    return path;
   }
 
   MPLinearLayerConfig cfg_;
