@@ -10,6 +10,7 @@
 
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data_type.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/dense_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
@@ -36,10 +37,6 @@ std::optional<std::string> dense_reason(const DenseLinearConfig& c) {
   return std::nullopt;
 }
 
-cudaDataType_t cuda_data_type(DType d) {
-  return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
-}
-
 class DenseCublasKernel final : public DenseLinearKernel {
  public:
   explicit DenseCublasKernel(const DenseLinearConfig& c) : c_(c) {}
@@ -51,7 +48,7 @@ class DenseCublasKernel final : public DenseLinearKernel {
     const Tensor host = weight.dtype() == c_.act_dtype ? weight.contiguous() : weight.to(c_.act_dtype);
     w_ = host.to_device(c_.device);
     cuda::LtGemmSpec spec;
-    spec.a_type = spec.b_type = spec.d_type = cuda_data_type(c_.act_dtype);
+    spec.a_type = spec.b_type = spec.d_type = cuda::data_type_of(c_.act_dtype);
     spec.compute = CUBLAS_COMPUTE_32F;
     spec.N = c_.N_p;
     spec.K = c_.K_p;

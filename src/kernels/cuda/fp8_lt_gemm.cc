@@ -5,14 +5,11 @@
 
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data_type.h"
 #include "kernels/cuda/scaled_mm_epilogue.h"
 
 namespace qlm {
 namespace {
-
-cudaDataType_t cuda_data_type(DType d) {
-  return d == DType::F32 ? CUDA_R_32F : d == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
-}
 
 cuda::EpilogueArgs epilogue_args(const ScaledMMConfig& c, int64_t M, Tensor& y, const Tensor* bias) {
   cuda::EpilogueArgs e;
@@ -29,7 +26,7 @@ cuda::EpilogueArgs epilogue_args(const ScaledMMConfig& c, int64_t M, Tensor& y, 
 cuda::LtGemmSpec fp8_lt_spec(const ScaledMMConfig& c, const std::string& what) {
   cuda::LtGemmSpec spec;
   spec.a_type = spec.b_type = CUDA_R_8F_E4M3;
-  spec.d_type = cuda_data_type(c.act_dtype);
+  spec.d_type = cuda::data_type_of(c.act_dtype);
   spec.compute = CUBLAS_COMPUTE_32F;
   spec.N = c.N_p;
   spec.K = c.K_p;

@@ -53,10 +53,6 @@ std::optional<std::string> can_implement(const MoEKernelConfig& c) {
   return std::nullopt;
 }
 
-cuda::Wna16Act wna16_act(DType d) {
-  return d == DType::F16 ? cuda::Wna16Act::F16 : d == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F32;
-}
-
 // One projection (w13 or w2) of every expert in the cuda_wna16 layout (the only copy of the weights
 // on the device), with the device table of views for the grouped launch when every expert has the
 // same bit width.

@@ -7,25 +7,10 @@
 #include "cuda/context.h"
 #include "cuda/cublas_check.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data_type.h"
 
 namespace qlm {
 namespace {
-
-cuda::Wna16Act act_of(DType d) {
-  switch (d) {
-    case DType::F16: return cuda::Wna16Act::F16;
-    case DType::BF16: return cuda::Wna16Act::BF16;
-    default: return cuda::Wna16Act::F32;
-  }
-}
-
-cudaDataType_t cuda_type_of(DType d) {
-  switch (d) {
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
 
 // Split-K for the GEMV: about 4 blocks of kGemvWarps warps per SM over all column tiles, every
 // warp at least 2 chunks; returns {splits, chunks per warp} with no empty trailing split.
@@ -40,6 +25,10 @@ std::pair<int, int64_t> plan_gemv(const cuda::Wna16DeviceWeights& w, int sm_coun
 }
 
 }  // namespace
+
+cuda::Wna16Act wna16_act(DType d) {
+  return d == DType::F16 ? cuda::Wna16Act::F16 : d == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F32;
+}
 
 Wna16DeviceLayout upload_wna16_layout(const CudaWna16Layout& L, Device device) {
   Wna16DeviceLayout d;
@@ -68,7 +57,7 @@ void run_wna16_linear(const cuda::Wna16DeviceWeights& w, DType act_dtype, const 
                       const float* bias, Device device) {
   const int64_t M = x.size(0);
   cuda::Context& ctx = cuda::context(device.index);
-  const cuda::Wna16Act act = act_of(act_dtype);
+  const cuda::Wna16Act act = wna16_act(act_dtype);
   if (M <= cuda::kGemvMaxM) {
     Tensor xf = Tensor::empty({M, w.rows}, DType::F32, device);
     QLM_CUDA_CHECK(cuda::launch_wna16_gather_x(x.raw_data(), act, M, w, xf.data<float>(), ctx.stream));
@@ -84,7 +73,7 @@ void run_wna16_linear(const cuda::Wna16DeviceWeights& w, DType act_dtype, const 
   QLM_CUDA_CHECK(cuda::launch_wna16_dequant(w, wd.raw_data(), act, ctx.stream));
   if (bias) QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(bias, M, w.N, y.raw_data(), act, ctx.stream));
   const float alpha = 1.0f, beta = bias ? 1.0f : 0.0f;
-  const cudaDataType_t type = cuda_type_of(act_dtype);
+  const cudaDataType_t type = cuda::data_type_of(act_dtype);
   const cublasComputeType_t compute = act_dtype == DType::F32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
   QLM_CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));
   QLM_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(w.N), static_cast<int>(M),

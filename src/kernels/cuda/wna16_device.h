@@ -18,6 +18,9 @@ struct Wna16DeviceLayout {
 
 Wna16DeviceLayout upload_wna16_layout(const CudaWna16Layout& layout, Device device);
 
+// The WNA16 kernels' activation type of an activation dtype (F32, F16 or BF16).
+cuda::Wna16Act wna16_act(DType d);
+
 // y [M, w.N] = x [M, w.K] · W (+ bias F32 [w.N]) with x, y contiguous in `act` (F32, F16 or BF16) on
 // `device`, enqueued on its qlm stream: for M <= kGemvMaxM a dequantizing split-K GEMV that reads
 // the packed codes once, above it the weights dequantized into a scratch [K, N_pad] and cuBLAS

@@ -69,7 +69,9 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits) {
 #include "cuda/context.h"
 #include "cuda/cublas_check.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data_type.h"
 #include "kernels/cuda/linear_run_args.h"
+#include "kernels/cuda/wna16_device.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 #include "kernels/cuda/wna16_fast_layout.h"
 #include "kernels/cuda/wna16_fast_paths.h"
@@ -237,10 +239,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     QLM_CUDA_CHECK(cuda::launch_wna16_fast_dequant(a_, wd.raw_data(), ctx.stream));
     if (b)
       QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(
-          b, M, N, y.raw_data(), cfg_.act_dtype == DType::BF16 ? cuda::Wna16Act::BF16 : cuda::Wna16Act::F16,
-          ctx.stream));
+          b, M, N, y.raw_data(), wna16_act(cfg_.act_dtype), ctx.stream));
     const float alpha = 1.0f, beta = b ? 1.0f : 0.0f;
-    const cudaDataType_t type = cfg_.act_dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t type = cuda::data_type_of(cfg_.act_dtype);
     QLM_CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));
     QLM_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                                   static_cast<int>(K), &alpha, wd.raw_data(), type, static_cast<int>(a_.N_pad),
