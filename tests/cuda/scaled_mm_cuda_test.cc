@@ -62,13 +62,6 @@ Tensor device_acts(const std::vector<float>& x, int64_t M, int64_t K, DType act)
   return Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
 }
 
-// y on the device in `act`, every byte 0xFF (NaN in F32, F16 and BF16).
-Tensor poisoned_output(int64_t M, int64_t N, DType act) {
-  Tensor host = Tensor::empty({M, N}, act);
-  std::memset(host.raw_data(), 0xff, host.nbytes());
-  return host.to_device(Device::cuda(0));
-}
-
 // The reference rounded to the output dtype: the closest any kernel writing `act` can get, so the
 // tolerances below bound the kernel's own error rather than the unavoidable output rounding.
 std::vector<float> rounded_to(DType act, std::vector<float> v) {
@@ -77,12 +70,6 @@ std::vector<float> rounded_to(DType act, std::vector<float> v) {
     if (act == DType::F16) x = f16_to_f32(f32_to_f16(x));
   }
   return v;
-}
-
-int64_t first_non_finite(const std::vector<float>& y) {
-  for (size_t i = 0; i < y.size(); ++i)
-    if (!std::isfinite(y[i])) return static_cast<int64_t>(i);
-  return -1;
 }
 
 int capability0() { return cuda_devices().at(0).capability; }
@@ -107,7 +94,7 @@ std::vector<float> run_gpu(const ScaledMMKernelRegistry::Entry& e, const ScaledM
   auto k = e.create(c);
   k->prepare(testing::clone_weights(w));
   Tensor xt = device_acts(x, M, c.K_p, c.act_dtype);
-  Tensor y = poisoned_output(M, c.N_p, c.act_dtype);
+  Tensor y = testing::nan_poisoned(M, c.N_p, c.act_dtype, Device::cuda(0));
   Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
   k->run(xt, y, bias ? &b : nullptr);
   return y.to_device(Device::cpu()).to_float_vector();
@@ -217,7 +204,7 @@ void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>
           unsetenv("QLM_CUDA_FP8_OUTER_VEC");
           const std::string what =
               fmt::format("{}{}: {} bias={}", e.name, outer_vec ? "" : " (outer-vec off)", variant_str(c, M), with_bias);
-          ASSERT_EQ(first_non_finite(got), -1) << what;
+          ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
           EXPECT_LE(testing::mean_relative_error(got, rounded_to(act, want)), tolerance(c)) << what;
         }
       }

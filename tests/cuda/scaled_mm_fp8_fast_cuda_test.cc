@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,12 +53,6 @@ ScaledMMConfig fp8_config(const Fp8Variant& v, int64_t N, int64_t K, DType act, 
 
 ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t seed) {
   return testing::random_scaled_mm_weights({.type = W8Type::Fp8E4M3, .ws = v.ws}, N, K, seed);
-}
-
-int64_t first_non_finite(const std::vector<float>& y) {
-  for (size_t i = 0; i < y.size(); ++i)
-    if (!std::isfinite(y[i])) return static_cast<int64_t>(i);
-  return -1;
 }
 
 double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
@@ -105,9 +98,7 @@ std::vector<std::string> large_m_paths(const ScaledMMConfig& c) {
 std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
                               const std::vector<float>* bias) {
   Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
-  Tensor host = Tensor::empty({M, c.N_p}, c.act_dtype);
-  std::memset(host.raw_data(), 0xff, host.nbytes());  // NaN in F32, F16 and BF16
-  Tensor y = host.to_device(c.device);
+  Tensor y = testing::nan_poisoned(M, c.N_p, c.act_dtype, c.device);
   Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
   k.run(xt, y, bias ? &b : nullptr);
   return y.to_device(Device::cpu()).to_float_vector();
@@ -135,7 +126,7 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
         if (path != "streaming" && M <= 16) continue;  // the streaming kernel's path
         const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
-        ASSERT_EQ(first_non_finite(got), -1) << what;
+        ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
         EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
       }
     }
