@@ -194,12 +194,14 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   unsetenv("QLM_FP8_PROMOTION");
 }
 
-// The vectorised per-token quantizer: codes and scales bit-identical to the CPU quantizer.
+// The vectorised per-token quantizer: codes and scales bit-identical to the CPU quantizer, for rows
+// held in registers (1, 2, 4, 8 and 16 vectors of 8 per thread) and rows read twice (K = 40000, and
+// F32 from K = 16392).
 TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   for (DType act : {DType::F32, DType::BF16, DType::F16})
     for (int64_t M : {1, 5, 130})
-      for (int64_t K : {8, 264, 4096}) {
+      for (int64_t K : {8, 264, 2056, 4096, 14336, 16392, 28672, 40000}) {
         ScaledMMConfig c = fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
         const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 13 + M + K);
         Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));

@@ -3,6 +3,8 @@
 #include "kernels/cuda/act_quant_device.cuh"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 
+#include <type_traits>
+
 namespace qlm::cuda {
 namespace {
 
@@ -63,11 +65,109 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Same formulas and IEEE operations as act_quant.cu's per-token FP8 path; fmaxf ignores NaN in
-// any order, so the absmax does not depend on the reduction order.
+// The per-token scale from a row's absmax: the formulas and IEEE operations of act_quant.cu's
+// per-token FP8 path.
+__device__ __forceinline__ float token_scale(float absmax) {
+  return fmaxf(__fdiv_rn(absmax, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
+}
+__device__ __forceinline__ uint2 quantize8(const float (&f)[8], float inv) {
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    lo |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
+    hi |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i + 4], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
+  }
+  return make_uint2(lo, hi);
+}
+
+// The absmax of the block's threads (every thread gets it).
+__device__ __forceinline__ float block_max(float m) {
+  __shared__ float sh[kWarps];
+  m = warp_max(m);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
+  __syncthreads();
+  float am = 0;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) am = fmaxf(am, sh[i]);
+  return am;
+}
+
+// 8 elements of T as loaded (16 or 32 bytes, kept in registers) and widened exactly to f32.
+template <typename T>
+struct Packed8 {
+  uint4 u;
+  __device__ __forceinline__ void load(const T* p) { u = *reinterpret_cast<const uint4*>(p); }
+  __device__ __forceinline__ void widen(float (&f)[8]) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+      } else {
+        f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] & 0xffffu)));
+        f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] >> 16)));
+      }
+    }
+  }
+};
+template <>
+struct Packed8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p) {
+    a = reinterpret_cast<const float4*>(p)[0];
+    b = reinterpret_cast<const float4*>(p)[1];
+  }
+  __device__ __forceinline__ void widen(float (&f)[8]) const {
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  }
+};
+
+// One row per block, read from memory once: every thread issues all its VPT 8-element loads up
+// front and keeps them (packed) in registers through the absmax, then quantizes them. For rows of
+// up to VPT * 8 * kThreads elements; longer rows take quant_token_kernel.
+template <typename T, int VPT>
+__global__ void __launch_bounds__(kThreads) quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes,
+                                                                    float* scales) {
+  allow_dependents();  // the GEMM may start streaming weights (it waits before reading codes)
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * K;
+  const int nv = static_cast<int>(K / 8);
+  Packed8<T> raw[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (v < nv) raw[i].load(xr + v * 8);
+  }
+  float m = 0;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    if (static_cast<int>(threadIdx.x) + i * kThreads < nv) {
+      float f[8];
+      raw[i].widen(f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
+    }
+  }
+  const float scale = token_scale(block_max(m));
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  uint8_t* qr = codes + r * K;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (v < nv) {
+      float f[8];
+      raw[i].widen(f);
+      *reinterpret_cast<uint2*>(qr + v * 8) = quantize8(f, inv);
+    }
+  }
+  if (threadIdx.x == 0) scales[r] = scale;
+}
+
+// Rows of any length: the row is read twice (absmax, then codes). fmaxf ignores NaN in any order,
+// so the absmax does not depend on the reduction order.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
-  __shared__ float sh[kWarps];
   allow_dependents();  // the GEMM may start streaming weights (it waits before reading codes)
   const int64_t r = blockIdx.x;
   const T* xr = x + r * K;
@@ -79,24 +179,13 @@ __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64
 #pragma unroll
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
   }
-  m = warp_max(m);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
-  __syncthreads();
-  float am = 0;
-  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) am = fmaxf(am, sh[i]);
-  const float scale = fmaxf(__fdiv_rn(am, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
+  const float scale = token_scale(block_max(m));
   const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
   uint8_t* qr = codes + r * K;
   for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
     float f[8];
     Vec8<T>::load(xr + v * 8, f);
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      lo |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
-      hi |= uint32_t{f32_to_e4m3(clamp_like_std(__fmul_rn(f[i + 4], inv), -kE4M3Max, kE4M3Max))} << (8 * i);
-    }
-    *reinterpret_cast<uint2*>(qr + v * 8) = make_uint2(lo, hi);
+    *reinterpret_cast<uint2*>(qr + v * 8) = quantize8(f, inv);
   }
   if (threadIdx.x == 0) scales[r] = scale;
 }
@@ -345,13 +434,23 @@ cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, in
   if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
   uint8_t* q = static_cast<uint8_t*>(codes);
   const unsigned rows = static_cast<unsigned>(M);
+  const int64_t per_thread = (K / 8 + kThreads - 1) / kThreads;  // 8-element vectors per thread
+  auto run = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    const T* xt = static_cast<const T*>(x);
+    constexpr int kMaxVpt = sizeof(T) == 4 ? 8 : 16;  // registers held per thread: 64 (raw)
+    if (per_thread <= 1) quant_token_regs_kernel<T, 1><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    else if (per_thread <= 2) quant_token_regs_kernel<T, 2><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    else if (per_thread <= 4) quant_token_regs_kernel<T, 4><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    else if (per_thread <= 8) quant_token_regs_kernel<T, 8><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    else if (per_thread <= kMaxVpt)
+      quant_token_regs_kernel<T, kMaxVpt><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    else quant_token_kernel<T><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+  };
   switch (x_type) {
-    case kF32: quant_token_kernel<float><<<rows, kThreads, 0, stream>>>(static_cast<const float*>(x), K, q, scales); break;
-    case kF16: quant_token_kernel<__half><<<rows, kThreads, 0, stream>>>(static_cast<const __half*>(x), K, q, scales); break;
-    case kBF16:
-      quant_token_kernel<__nv_bfloat16>
-          <<<rows, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), K, q, scales);
-      break;
+    case kF32: run(float{}); break;
+    case kF16: run(__half{}); break;
+    case kBF16: run(__nv_bfloat16{}); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

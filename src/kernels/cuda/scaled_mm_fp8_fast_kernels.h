@@ -1,7 +1,9 @@
 // Kernels of `cuda_scaled_mm_fp8_fast` (scaled_mm_fp8_fast.cc): FP8 e4m3 W8A8 for few tokens.
 //
 // fp8_fast_quant_token: dynamic per-token e4m3 activation quantizer, one block per row with
-// 16-byte loads; bit-identical to launch_act_quant's kDynamicToken (and so to the CPU quantizer).
+// 16-byte loads; rows of up to 32768 16-bit (16384 F32) elements are read once and held in
+// registers between the absmax and the codes, longer ones are read twice. Bit-identical to
+// launch_act_quant's kDynamicToken (and so to the CPU quantizer).
 //
 // fp8_fast_gemm: a weight-streaming GEMM over the weights in their standard [N, K] layout. The
 // roles of mma.sync.m16n8k32 (e4m3, f32 accumulate) are swapped: its 16-row A operand is 16
