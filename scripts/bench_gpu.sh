@@ -5,7 +5,8 @@
 #   python3 scripts/gen_gpu_perf.py OUT/torch.jsonl OUT/qlm.jsonl --decode OUT/decode.jsonl
 # regenerates docs/performance.md. Also times whole-model decode (qlm bench-decode) of synthetic
 # Llama-3-8B / 70B-shaped int4 checkpoints.
-# Env: FORMATS (default "bf16 gptq fp8 int8"): the qlm formats to time.
+# Env: FORMATS (default "bf16 gptq fp8 int8"): the qlm formats to time; DECODE_GRAPHS (default
+# "on off"): the --cuda-graph settings of the decode runs; DECODE=0 skips them, TORCH=0 the peers.
 # Usage: scripts/bench_gpu.sh   (writes $OUT/torch.jsonl, qlm.jsonl, decode.jsonl, gpu_perf.md)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,13 +27,16 @@ for shape in $shapes; do
       >>"$OUT/qlm.jsonl" 2>>"$OUT/qlm_errors.txt" || echo "qlm bench-linear $fmt k=$k n=$n failed" >>"$OUT/qlm_errors.txt"
   done
 done
-python3 scripts/bench_gpu_torch.py --out "$OUT/torch.jsonl"
+[[ ${TORCH:-1} == 1 ]] && python3 scripts/bench_gpu_torch.py --out "$OUT/torch.jsonl"
 # Whole-model decode: Llama-3-8B-shaped int4 GPTQ (all 32 layers) and 70B-shaped (8 of 80 layers),
 # random weights written to a temporary directory on the machine.
 : >"$OUT/decode.jsonl"
-for model in synthetic:llama3-8b synthetic:llama3-70b:layers=8; do
-  "$QLM_BUILD/qlm" bench-decode "$model" --device cuda --dtype bf16 --prompt-len 16 --tokens 128 --json \
-    >>"$OUT/decode.jsonl" 2>>"$OUT/qlm_errors.txt" || echo "bench-decode $model failed" >>"$OUT/qlm_errors.txt"
+[[ ${DECODE:-1} == 1 ]] && for model in synthetic:llama3-8b synthetic:llama3-70b:layers=8; do
+  for graph in ${DECODE_GRAPHS:-on off}; do
+    "$QLM_BUILD/qlm" bench-decode "$model" --device cuda --dtype bf16 --prompt-len 16 --tokens 128 --json \
+      --cuda-graph "$graph" >>"$OUT/decode.jsonl" 2>>"$OUT/qlm_errors.txt" ||
+      echo "bench-decode $model --cuda-graph $graph failed" >>"$OUT/qlm_errors.txt"
+  done
 done
 tail -5 "$OUT/qlm_errors.txt" 2>/dev/null
 python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --decode "$OUT/decode.jsonl" --stdout | tee "$OUT/gpu_perf.md"

@@ -2,10 +2,16 @@
 // device and size class and handed out again, so steady-state decoding never calls cudaMalloc.
 // Reuse is safe without events because all of qlm's device work runs on one stream per device
 // (cuda/context.h): work that used a block is ordered before any later user of it.
+//
+// CUDA graphs (cuda/graph.h) bake the addresses of what they use into the graph. While a capture
+// runs, allocations come from a second pool, private to captures, and its blocks go back only to
+// it: a tensor allocated outside a capture can never take a block a captured graph uses as scratch,
+// where a replay would overwrite it.
 #ifdef QLM_WITH_CUDA
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/device_memory.h"
@@ -27,8 +33,11 @@ size_t round_size(size_t nbytes) {
 
 struct DevicePool {
   std::mutex mutex;
-  std::multimap<size_t, void*> free_blocks;  // size -> block
-  std::unordered_map<void*, size_t> sizes;   // every live or cached block
+  std::multimap<size_t, void*> free_blocks;    // size -> block
+  std::multimap<size_t, void*> capture_free;   // the same for blocks of the capture pool
+  std::unordered_map<void*, size_t> sizes;     // every live or cached block
+  std::unordered_set<void*> capture_blocks;    // blocks of the capture pool (never returned to the driver)
+  int capturing = 0;                           // captures running on this device
   MemoryStats stats;
 };
 
@@ -53,12 +62,13 @@ void* allocate(size_t nbytes, int index) {
   DevicePool& p = pool(index);
   std::lock_guard lock(p.mutex);
   // Take a cached block of the same class, or one at most 1/8 larger (large classes).
-  auto it = p.free_blocks.lower_bound(size);
-  if (it != p.free_blocks.end() && it->first <= size + size / 8) {
+  auto& cached = p.capturing > 0 ? p.capture_free : p.free_blocks;
+  auto it = cached.lower_bound(size);
+  if (it != cached.end() && it->first <= size + size / 8) {
     void* block = it->second;
     p.stats.cached -= it->first;
     p.stats.in_use += it->first;
-    p.free_blocks.erase(it);
+    cached.erase(it);
     p.stats.peak_in_use = std::max(p.stats.peak_in_use, p.stats.in_use);
     return block;
   }
@@ -80,6 +90,7 @@ void* allocate(size_t nbytes, int index) {
          cudaGetErrorString(status));
   }
   p.sizes[block] = size;
+  if (p.capturing > 0) p.capture_blocks.insert(block);
   p.stats.in_use += size;
   p.stats.peak_in_use = std::max(p.stats.peak_in_use, p.stats.in_use);
   ++p.stats.cuda_malloc_calls;
@@ -94,7 +105,7 @@ void release(void* ptr, size_t, int index) noexcept {
   if (it == p.sizes.end()) return;  // not ours: never happens for tensors made by allocate()
   p.stats.in_use -= it->second;
   p.stats.cached += it->second;
-  p.free_blocks.emplace(it->second, ptr);
+  (p.capture_blocks.contains(ptr) ? p.capture_free : p.free_blocks).emplace(it->second, ptr);
 }
 
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
@@ -126,6 +137,19 @@ void empty_cache(int index) {
   DevicePool& p = pool(index);
   std::lock_guard lock(p.mutex);
   release_cached(p);
+}
+
+void begin_capture_allocations(int index) {
+  DevicePool& p = pool(index);
+  std::lock_guard lock(p.mutex);
+  ++p.capturing;
+}
+
+void end_capture_allocations(int index) {
+  DevicePool& p = pool(index);
+  std::lock_guard lock(p.mutex);
+  QLM_CHECK(p.capturing > 0);
+  --p.capturing;
 }
 
 }  // namespace qlm::cuda

@@ -39,7 +39,11 @@ struct MemoryStats {
   size_t cuda_malloc_calls = 0;
 };
 MemoryStats memory_stats(int index);
-// Returns every cached block of device `index` to the driver.
+// Returns every cached block of device `index` to the driver (the capture pool's blocks stay).
 void empty_cache(int index);
+// Between these, device `index`'s allocations come from the pool private to CUDA-graph captures
+// (caching_allocator.cc); cuda/graph.h brackets every capture with them.
+void begin_capture_allocations(int index);
+void end_capture_allocations(int index);
 
 }  // namespace qlm::cuda

@@ -1,6 +1,10 @@
 #include "cuda/timing.h"
 
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "cuda/graph.h"
 
 #include "core/error.h"
 
@@ -29,32 +33,14 @@ double time_device_us(int index, const std::function<void()>& work) {
 }
 
 std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays) {
-  Context& ctx = context(index);
-  cudaGraph_t graph = nullptr;
-  // Relaxed: the caching allocator may still call cudaMalloc while the work is captured.
-  QLM_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
-  try {
-    work();
-  } catch (...) {
-    cudaStreamEndCapture(ctx.stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    throw;
-  }
-  const cudaError_t captured = cudaStreamEndCapture(ctx.stream, &graph);
-  if (captured != cudaSuccess) {
-    cudaGetLastError();
+  std::string why;
+  const std::unique_ptr<CapturedGraph> graph = CapturedGraph::capture(index, work, &why);
+  if (!graph)
     fail("cuda.graph", {}, "time with events instead (--timing events)",
-         "the work could not be captured into a CUDA graph: {}", cudaGetErrorString(captured));
-  }
-  cudaGraphExec_t exec = nullptr;
-  QLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  QLM_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream));  // warm-up
+         "the work could not be captured into a CUDA graph: {}", why);
+  graph->launch();  // warm-up
   std::vector<double> us;
-  for (int r = 0; r < replays; ++r)
-    us.push_back(time_device_us(index, [&] { QLM_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream)); }));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  for (int r = 0; r < replays; ++r) us.push_back(time_device_us(index, [&] { graph->launch(); }));
   return us;
 }
 

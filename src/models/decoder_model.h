@@ -16,12 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "cuda/graph.h"
 #include "io/checkpoint.h"
 #include "loader/loader.h"
 #include "loader/module_set.h"
 #include "models/model_config.h"
 #include "models/moe_block.h"
 #include "runtime/ops/cuda/device_kv_cache.h"
+#include "runtime/ops/cuda/device_ops.h"
 #include "runtime/ops/kv_cache.h"
 
 namespace qlm::models {
@@ -36,6 +38,9 @@ struct RankOptions {
   QuantContext ctx;
   TpContext tp;
   ops::KvEncoding kv;
+  // CUDA: run single-token decode steps as one captured CUDA graph (decoder_model_cuda.cc) where
+  // the model allows it; false: every kernel launched one by one.
+  bool cuda_graph = true;
 };
 
 class DecoderModel {
@@ -70,6 +75,9 @@ class DecoderModel {
   // Scales of the KV cache (host or device) for `layer`, one per kv head of this rank; before
   // anything is cached.
   void set_kv_cache_scales(int64_t layer, std::span<const float> k_scales, std::span<const float> v_scales);
+  // How single-token decode steps run on CUDA: "graph (N nodes)", "eager: <why not a graph>", or
+  // "" before the first one (and on the CPU).
+  const std::string& decode_graph_status() const { return decode_graph_status_; }
   // The host KV cache of a CPU model.
   ops::KvCache& cache() {
     QLM_CHECK(cache_ != nullptr);
@@ -108,6 +116,26 @@ class DecoderModel {
   bool on_device() const { return !options_.ctx.device.is_cpu(); }
   void finish_load_device();
   Tensor forward_device(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits);
+  // The layers, final norm and lm_head over the F32 embeddings x [T, hidden] of slots past..;
+  // returns F32 logits on the device (all T rows, or the last). past_slot: a device int holding
+  // `past`, read by the kernels instead (the CUDA graph's decode step).
+  Tensor run_device_layers(Tensor x, int64_t past, const ops::cu::DeviceRope& rope, bool all_logits,
+                           const int32_t* past_slot);
+  // One token through the captured decode graph (captured, or re-captured after the KV cache
+  // moved, first); nullopt when the step cannot run as a graph (then decode_graph_status_ says why).
+  std::optional<Tensor> decode_with_graph(int32_t token, int64_t position);
+  // Why single-token steps of this model cannot be a CUDA graph ("" when they can).
+  std::string decode_graph_obstacle() const;
+  struct DecodeGraph {
+    std::unique_ptr<cuda::CapturedGraph> graph;
+    uint64_t cache_generation = 0;  // DeviceKvCache::generation() at capture
+    Tensor step;                    // I32 [2] on the device: the token id, its slot
+    ops::cu::DeviceRope rope;       // the slot's rotary angles, rewritten before each replay
+    Tensor logits;                  // F32 [1, vocab] on the device, written by each replay
+  };
+  std::unique_ptr<DecodeGraph> decode_graph_;
+  std::string decode_graph_status_;
+  bool device_warm_ = false;  // an eager forward ran (kernels' lazily made state exists)
   struct DeviceNorms {
     Tensor input_norm, post_norm, q_norm, k_norm;
   };

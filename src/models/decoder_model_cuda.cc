@@ -5,10 +5,16 @@
 // run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
 // host (as F32).
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "models/decoder_model.h"
 
 #ifdef QLM_WITH_CUDA
+#include "core/device_memory.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
 
@@ -41,19 +47,30 @@ void DecoderModel::finish_load_device() {
 
 Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<const int64_t> positions,
                                     bool all_logits) {
-  const Device device = options_.ctx.device;
-  const DType act = options_.ctx.act_dtype;
-  const int64_t T = static_cast<int64_t>(tokens.size()), d = config_.head_dim;
+  const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t past = device_cache_->length();
   QLM_CHECK(T > 0 && positions.size() == tokens.size());
   for (int64_t t = 0; t < T; ++t) QLM_CHECK(positions[static_cast<size_t>(t)] == past + t);
   for (int32_t id : tokens) QLM_CHECK(id >= 0 && id < config_.vocab_size);
+  if (T == 1 && device_warm_) {
+    if (std::optional<Tensor> logits = decode_with_graph(tokens[0], positions[0])) return *std::move(logits);
+  }
   device_cache_->reserve(past + T);
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  const ops::cu::DeviceRope rope = ops::cu::upload_rope(ops::rope_angles(config_.rope, positions), T, device);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-
+  const ops::cu::DeviceRope rope =
+      ops::cu::upload_rope(ops::rope_angles(config_.rope, positions), T, options_.ctx.device);
   Tensor x = ops::cu::embedding(device_embedding_, tokens, DType::F32);
+  Tensor logits = run_device_layers(std::move(x), past, rope, all_logits, nullptr).to_device(Device::cpu());
+  device_cache_->commit(T);
+  device_warm_ = true;
+  return logits;
+}
+
+Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::DeviceRope& rope, bool all_logits,
+                                       const int32_t* past_slot) {
+  const DType act = options_.ctx.act_dtype;
+  const int64_t T = x.size(0), d = config_.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     Block& b = blocks_[static_cast<size_t>(l)];
     const DeviceNorms& norms = device_norms_[static_cast<size_t>(l)];
@@ -66,12 +83,11 @@ Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<c
       ops::cu::head_rms_norm(qkv, 0, heads_, d, norms.q_norm, eps);
       ops::cu::head_rms_norm(qkv, k_col, kv_heads_, d, norms.k_norm, eps);
     }
-    ops::cu::apply_rope(rope, qkv, 0, heads_, d);
-    ops::cu::apply_rope(rope, qkv, k_col, kv_heads_, d);
-    device_cache_->write(l, past, qkv, k_col, v_col);
+    ops::cu::apply_rope(rope, qkv, 0, heads_ + kv_heads_, d);  // q and k heads: adjacent columns
+    device_cache_->write(l, past, qkv, k_col, v_col, past_slot);
     const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
-    ops::cu::add_residual(x, b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act)));
+    ops::cu::add_residual(x, b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act, past_slot)));
 
     // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
     const Tensor h = ops::cu::rms_norm(x, 0, T, norms.post_norm, eps, act);
@@ -81,12 +97,63 @@ Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<c
       ops::cu::add_residual(x, b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h))));
     }
   }
-  device_cache_->commit(T);
-
   const int64_t rows = all_logits ? T : 1;
   Tensor logits = lm_head_->forward(ops::cu::rms_norm(x, T - rows, rows, device_final_norm_, eps, act));
   if (gather_logits_) logits = options_.tp.comm->all_gather(logits, 1);  // vocab-split lm_head (NCCL)
-  return ops::cu::to_f32(logits).to_device(Device::cpu());
+  return ops::cu::to_f32(logits);
+}
+
+std::string DecoderModel::decode_graph_obstacle() const {
+  if (!options_.cuda_graph) return "off (--cuda-graph off)";
+  if (options_.tp.size > 1) return "tensor-parallel ranks run eagerly (NCCL calls are not captured yet)";
+  for (const Block& b : blocks_)
+    if (b.moe) return "mixture-of-experts layers read their expert counts on the host";
+  return "";
+}
+
+std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t position) {
+  if (decode_graph_status_.starts_with("eager")) return std::nullopt;
+  if (const std::string obstacle = decode_graph_obstacle(); !obstacle.empty()) {
+    decode_graph_status_ = "eager: " + obstacle;
+    return std::nullopt;
+  }
+  const Device device = options_.ctx.device;
+  const int64_t past = position;
+  if (past > 0x7fffffff) return std::nullopt;  // slots are int32 on the device
+  device_cache_->reserve(past + 1);
+  const ops::RopeAngles angles = ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1));
+  if (!decode_graph_ || decode_graph_->cache_generation != device_cache_->generation()) {
+    decode_graph_.reset();  // its scratch memory stays in the capture pool for the next capture
+    auto g = std::make_unique<DecodeGraph>();
+    g->step = Tensor::empty({2}, DType::I32, device);
+    g->rope = ops::cu::upload_rope(angles, 1, device);
+    std::string why;
+    try {
+      g->graph = cuda::CapturedGraph::capture(device.index, [&] {
+        Tensor x = ops::cu::embedding(device_embedding_, g->step.data<int32_t>(), 1, DType::F32);
+        g->logits = run_device_layers(std::move(x), past, g->rope, false, g->step.data<int32_t>() + 1);
+      }, &why);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!g->graph) {
+      decode_graph_status_ = "eager: the decode step could not be captured as a CUDA graph: " + why;
+      return std::nullopt;
+    }
+    g->cache_generation = device_cache_->generation();
+    decode_graph_status_ = fmt::format("graph ({} nodes)", g->graph->nodes());
+    decode_graph_ = std::move(g);
+  }
+  DecodeGraph& g = *decode_graph_;
+  Tensor step = Tensor::from_vector(std::vector<int32_t>{token, static_cast<int32_t>(past)}, {2});
+  copy_tensor_bytes(g.step, step);
+  Tensor cos = Tensor::from_vector(angles.cos, {1, angles.half}), sin = Tensor::from_vector(angles.sin, {1, angles.half});
+  copy_tensor_bytes(g.rope.cos, cos);
+  copy_tensor_bytes(g.rope.sin, sin);
+  g.graph->launch();
+  Tensor logits = g.logits.to_device(Device::cpu());
+  device_cache_->commit(1);
+  return logits;
 }
 
 #else  // no CUDA backend: Model::load rejects CUDA devices before a DecoderModel exists

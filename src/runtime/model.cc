@@ -289,7 +289,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     rank_ctx.device = rank_device(r);
     if (!rank_ctx.device.is_cpu()) rank_ctx.capability = cuda_capability(rank_ctx.device.index);
     const models::RankOptions rank{.quant = m.quant.get(), .ctx = rank_ctx, .tp = tp_context(r),
-                                   .kv = {.dtype = kv_storage}};
+                                   .kv = {.dtype = kv_storage}, .cuda_graph = options.cuda_graph};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
   const ScaleShapeLookup shape_of = [&checkpoint](const std::string& name) -> std::optional<Shape> {
@@ -343,6 +343,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
 const models::ModelConfig& Model::config() const { return impl_->config; }
 int64_t Model::vocab_size() const { return impl_->config.vocab_size; }
 int Model::tp() const { return impl_->tp; }
+const std::string& Model::decode_graph_status() const { return impl_->ranks.front()->decode_graph_status(); }
 int Model::tp_rank() const { return impl_->joined_rank.value_or(0); }
 bool Model::joined_group() const { return impl_->joined_rank.has_value(); }
 

@@ -37,6 +37,9 @@ struct ModelOptions {
   KVCacheDType kv_cache_dtype = KVCacheDType::Auto;
   // Activation dtype of the linear layers: F32 only on the CPU; on CUDA BF16 when unset, or F16 / F32.
   std::optional<DType> act_dtype{};
+  // CUDA: single-token decode steps as one captured CUDA graph where the model allows it (not with
+  // tensor parallelism or MoE layers yet); Model::decode_graph_status() says what ran.
+  bool cuda_graph = true;
   ProgressCallback progress{};               // called by rank 0 while tensors load
 
   // Multi-process tensor parallelism on CUDA (one process per GPU, docs/architecture.md): with
@@ -118,6 +121,9 @@ class Model {
   // The tensor-parallel size, and this process's rank in it: 0 when this process runs every rank,
   // ModelOptions::tp_rank when it runs one rank of a multi-process group.
   int tp() const;
+  // How single-token decode steps ran on CUDA (rank 0): "graph (N nodes)", "eager: <why>", or ""
+  // when none ran yet (and on the CPU).
+  const std::string& decode_graph_status() const;
   int tp_rank() const;
   // Whether this process holds one rank of a multi-process group (the others run elsewhere).
   bool joined_group() const;

@@ -165,6 +165,38 @@ TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
   EXPECT_EQ(got, want) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
 }
 
+// Single-token decode steps as a captured CUDA graph (the default) against the same steps launched
+// kernel by kernel (--cuda-graph off), BF16 activations: the same kernels on the same data, so the
+// logits agree to rounding-free equality in practice (1e-6 allowed) with the same argmax; a dense
+// model reports its graph, a MoE one why it decodes eagerly. 24 steps after a 5-token prompt grow
+// the KV cache 16 -> 32 slots: the graph is captured again at the new size.
+TEST_P(CudaModelFixtureTest, GraphDecodeMatchesEagerDecode) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  runtime::ModelOptions eager_options = cuda_options(DType::BF16);
+  eager_options.cuda_graph = false;
+  auto graph = runtime::Model::load(f.dir, cuda_options(DType::BF16));
+  auto eager = runtime::Model::load(f.dir, eager_options);
+  const std::vector<int32_t> tokens = random_tokens(29, f.logits.size(1), 5);
+  const std::span<const int32_t> prompt = std::span<const int32_t>(tokens).first(5);
+  EXPECT_EQ(testing::normwise_relative_error(graph->forward(prompt), eager->forward(prompt)), 0.0) << f.name;
+  const int64_t V = graph->vocab_size();
+  Tensor got = Tensor::empty({24, V}, DType::F32), want = Tensor::empty({24, V}, DType::F32);
+  for (int64_t t = 0; t < 24; ++t) {
+    const std::span<const int32_t> one = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(5 + t), 1);
+    const Tensor g = graph->forward(one, false), e = eager->forward(one, false);
+    std::copy(g.data<float>(), g.data<float>() + V, got.data<float>() + t * V);
+    std::copy(e.data<float>(), e.data<float>() + V, want.data<float>() + t * V);
+  }
+  expect_close_to_cpu(f.name + " bf16: graph decode vs eager decode", got, want, 1e-6, 0);
+  EXPECT_EQ(eager->decode_graph_status(), "eager: off (--cuda-graph off)") << f.name;
+  if (graph->config().moe.enabled()) {
+    EXPECT_TRUE(graph->decode_graph_status().starts_with("eager: mixture-of-experts")) << graph->decode_graph_status();
+  } else {
+    EXPECT_TRUE(graph->decode_graph_status().starts_with("graph (")) << f.name << ": " << graph->decode_graph_status();
+  }
+}
+
 // Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;
 // float and GPTQ / compressed-tensors W4A16 experts) included: they run on the cuda_grouped kernel.
 std::vector<std::string> cuda_fixture_names() { return testing::model_fixture_names(); }

@@ -52,19 +52,26 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 double tolerance_of(DType d) { return d == DType::F32 ? 1e-5 : d == DType::F16 ? 2e-3 : 1.6e-2; }
 
+// Widths that take every path of the kernel: 16-byte loads with one or more per thread (96, 4096,
+// 5000, 8192: 24 to 1024 threads), and single floats (4095: odd width, so rows 3..4 also start
+// unaligned).
 TEST(CudaRuntimeOps, RmsNormRowsAndHeads) {
   SKIP_WITHOUT_GPU();
-  const int64_t T = 5, H = 96, heads = 3, d = 32;
-  const std::vector<float> x = random_floats(static_cast<size_t>(T * H), 1, 3.0f);
-  const std::vector<float> w = random_floats(static_cast<size_t>(H), 2);
-  const std::vector<float> hw = random_floats(static_cast<size_t>(d), 3);
-  for (DType out : {DType::F32, DType::F16, DType::BF16}) {
-    std::vector<float> want(static_cast<size_t>(2 * H));  // rows 3 and 4
-    ops::rms_norm(x.data() + 3 * H, H, w.data(), want.data(), H, 2, H, 1e-6f);
-    const Tensor got = ops::cu::rms_norm(upload(x, {T, H}), 3, 2, upload(w, {H}), 1e-6f, out);
-    EXPECT_EQ(got.dtype(), out);
-    EXPECT_LE(max_rel_diff(download(got), want), tolerance_of(out)) << "rms_norm rows 3..4, out " << dtype_name(out);
+  const int64_t T = 5, heads = 3, d = 32;
+  for (const int64_t width : {96, 4095, 4096, 5000, 8192}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 1, 3.0f);
+    const std::vector<float> w = random_floats(static_cast<size_t>(width), 2);
+    for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+      std::vector<float> want(static_cast<size_t>(2 * width));  // rows 3 and 4
+      ops::rms_norm(x.data() + 3 * width, width, w.data(), want.data(), width, 2, width, 1e-6f);
+      const Tensor got = ops::cu::rms_norm(upload(x, {T, width}), 3, 2, upload(w, {width}), 1e-6f, out);
+      EXPECT_EQ(got.dtype(), out);
+      EXPECT_LE(max_rel_diff(download(got), want), tolerance_of(out))
+          << "rms_norm width " << width << " rows 3..4, out " << dtype_name(out);
+    }
   }
+  const int64_t H = 96;
+  const std::vector<float> hw = random_floats(static_cast<size_t>(d), 3);
   // Per-head norm in place on columns [d, d + heads·d) of a [T, H + d] tensor.
   const int64_t stride = H + d;
   std::vector<float> xh = random_floats(static_cast<size_t>(T * stride), 4, 2.0f);

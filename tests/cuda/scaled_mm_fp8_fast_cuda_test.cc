@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -223,6 +224,44 @@ TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
           ASSERT_EQ(f32_bits(e4m3_to_f32(hc.data<uint8_t>()[i])), f32_bits(want[static_cast<size_t>(i)]))
               << what << " element " << i;
       }
+}
+
+// The quantizer's e4m3 conversion on every rounding case: a row whose absmax is 448 has scale 1,
+// so its values are converted as they are: every e4m3 value, every midpoint between neighbours
+// (ties to even), one float either side of each midpoint, values around half the smallest
+// subnormal, signed zeros, NaN, both signs; codes identical to the CPU's f32_to_e4m3.
+TEST(CudaScaledMMFp8FastQuant, EveryRoundingCaseMatchesCpuConversion) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  std::vector<float> row = {448.0f};
+  std::vector<float> magnitudes;
+  for (int code = 0; code <= 0x7e; ++code) magnitudes.push_back(e4m3_to_f32(static_cast<uint8_t>(code)));
+  for (int code = 0; code < 0x7e; ++code) {
+    const float mid = 0.5f * (magnitudes[static_cast<size_t>(code)] + magnitudes[static_cast<size_t>(code) + 1]);
+    for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f)}) magnitudes.push_back(v);
+  }
+  for (float v : {std::ldexp(1.0f, -10), std::nextafter(std::ldexp(1.0f, -10), 1.0f), std::ldexp(1.0f, -11),
+                  std::ldexp(1.0f, -30), std::numeric_limits<float>::denorm_min()})
+    magnitudes.push_back(v);
+  for (float v : magnitudes) {
+    row.push_back(v);
+    row.push_back(-v);
+  }
+  row.push_back(std::numeric_limits<float>::quiet_NaN());
+  row.push_back(-std::numeric_limits<float>::quiet_NaN());
+  while (row.size() % 8 != 0) row.push_back(0.0f);
+  const int64_t K = static_cast<int64_t>(row.size());
+  Tensor x = Tensor::from_vector(row, {1, K}).to_device(Device::cuda(0));
+  Tensor codes = Tensor::empty({1, K}, DType::F8_E4M3, Device::cuda(0));
+  Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
+  ASSERT_EQ(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda::kF32, 1, K, codes.raw_data(), scales.data<float>(),
+                                              cuda::context(0).stream),
+            cudaSuccess);
+  ASSERT_EQ(scales.to_device(Device::cpu()).data<float>()[0], 1.0f);
+  const Tensor got = codes.to_device(Device::cpu());
+  for (int64_t i = 0; i < K; ++i) {
+    const float v = row[static_cast<size_t>(i)];
+    ASSERT_EQ(got.data<uint8_t>()[i], f32_to_e4m3(v)) << "value " << v << " (bits " << std::hex << f32_bits(v) << ")";
+  }
 }
 
 #endif

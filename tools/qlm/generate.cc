@@ -71,6 +71,8 @@ void run_generate(const GenerateArgs& args) {
                std::string(dtype_name(model->act_dtype())).c_str());
   std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "layers: %s\n", model->plan().summary().c_str());
+  if (!model->decode_graph_status().empty())
+    std::fprintf(stderr, "decode step: %s\n", model->decode_graph_status().c_str());
   if (model->tp() > 1)
     std::fprintf(stderr, "tensor parallel: %d ranks, %s\n", model->tp(),
                  model->joined_group() ? "one process per GPU" : "in this process");

@@ -25,6 +25,11 @@ void add_model_options(CLI::App* cmd, ModelCliOptions& o) {
                   "KV-cache storage: auto (the activation dtype), f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e4m3 or fp8_e5m2")
       ->default_str("auto");
   cmd->add_option("--dtype", o.dtype, "Activation dtype on cuda: bf16 (default), f16 or f32; cpu runs f32 only");
+  cmd->add_option("--cuda-graph", o.cuda_graph,
+                  "On cuda: run each single-token decode step as one captured CUDA graph (on) or launch every "
+                  "kernel (off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
   cmd->add_flag("--tp-procs", o.tp_procs,
                 "With --device cuda --tp N: run ranks 1..N-1 as child processes (one per GPU) instead of threads");
   cmd->add_option("--tp-rank", o.tp_rank, "Join a multi-process --tp group as this rank (needs --rendezvous)");
@@ -124,6 +129,7 @@ runtime::ModelOptions to_model_options(const ModelCliOptions& o) {
   if (!o.quantization.empty()) m.quantization = o.quantization;
   m.kv_cache_dtype = parse_kv_cache_dtype(o.kv_dtype);
   if (!o.dtype.empty()) m.act_dtype = parse_act_dtype(o.dtype);
+  m.cuda_graph = o.cuda_graph == "on";
   m.tp_rank = o.tp_rank;
   m.rendezvous = o.rendezvous;
   m.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rendezvous_timeout_s * 1000));

@@ -23,6 +23,7 @@ struct ModelCliOptions {
   std::string quantization;
   std::string kv_dtype = "auto";  // --kv-cache-dtype, parsed by parse_kv_cache_dtype
   std::string dtype;  // activation dtype; empty: the device's default (f32 on cpu, bf16 on cuda)
+  std::string cuda_graph = "on";  // --cuda-graph on|off: single-token decode steps as one CUDA graph
   // Multi-process tensor parallelism on CUDA (tools/qlm/tp_launch.h): --tp-procs launches the
   // other ranks; --tp-rank R with --rendezvous DIR joins a group as rank R; --tp-gpu picks its GPU.
   bool tp_procs = false;

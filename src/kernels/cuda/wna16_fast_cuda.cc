@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cuda/wna16_fast_paths.h"
 
@@ -271,9 +272,12 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     return best;
   }
 
-  // Zeroed split-K counters (the kernel leaves them zero), grown on demand.
+  // Zeroed split-K counters (the kernel leaves them zero), grown on demand. Outgrown ones are kept:
+  // a CUDA graph captured earlier (the decode step) still uses them, and their memory must not be
+  // handed to another tensor.
   unsigned* counters_for(int64_t n) const {
     if (!counters_.defined() || counters_.numel() < n) {
+      if (counters_.defined()) outgrown_counters_.push_back(counters_);
       counters_ = Tensor::zeros({std::max<int64_t>(n, 1024)}, DType::U32, cfg_.device);
     }
     return counters_.data<uint32_t>();
@@ -299,6 +303,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   MPLinearLayerConfig cfg_;
   Tensor codes_, scales_, zeros_, row_source_;
   mutable Tensor counters_;
+  mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   cuda::Wna16FastArgs a_;
   bool identity_ = false;

@@ -18,7 +18,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
   const int64_t kv_head = h / (a.heads / a.kv_heads);
   const int64_t d = a.head_dim, row = a.kv_heads * a.head_dim;
-  const int64_t last = a.past + t;
+  const int64_t past = a.past_dev ? int64_t{*a.past_dev} : a.past;
+  const int64_t last = past + t;
   const int64_t first = a.sliding_window > 0 && last - a.sliding_window + 1 > 0 ? last - a.sliding_window + 1 : 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 

@@ -45,6 +45,7 @@ void DeviceKvCache::set_head_scales(int64_t layer, std::span<const float> k_scal
 
 void DeviceKvCache::upload_scales() {
   device_scales_ = Tensor::from_vector(scales_.k_then_v(), {2, layers_, kv_heads_}).to_device(device_);
+  ++generation_;
 }
 
 const float* DeviceKvCache::device_k_scales(int64_t layer) const {
@@ -72,6 +73,7 @@ void DeviceKvCache::reserve(int64_t slots) {
       buffer = std::move(bigger);
     }
   capacity_ = grown;
+  ++generation_;
 }
 
 void DeviceKvCache::commit(int64_t tokens) {
@@ -84,7 +86,8 @@ void DeviceKvCache::truncate(int64_t length) {
   length_ = length;
 }
 
-void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col) {
+void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col,
+                          const int32_t* slot0_dev) {
   const int64_t tokens = qkv.size(0), stride = qkv.size(1);
   QLM_CHECK(layer >= 0 && layer < layers_ && slot0 >= 0 && slot0 + tokens <= capacity_);
   QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
@@ -95,7 +98,7 @@ void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64
   Tensor& k = k_[static_cast<size_t>(layer)];
   Tensor& v = v_[static_cast<size_t>(layer)];
   QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), head_dim_, k.raw_data(),
-                                 v.raw_data(), kv_elem_type(encoding_.dtype), slot0, device_k_scales(layer),
+                                 v.raw_data(), kv_elem_type(encoding_.dtype), slot0, slot0_dev, device_k_scales(layer),
                                  device_v_scales(layer), qlm::cuda::context(device_.index).stream));
 #else
   fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",

@@ -28,6 +28,9 @@ class DeviceKvCache {
   const KvEncoding& encoding() const { return encoding_; }
   int64_t length() const { return length_; }  // committed slots
   int64_t capacity() const { return capacity_; }
+  // Changes whenever the storage or the device scales move to other addresses (growth, scales
+  // uploaded): what a captured CUDA graph that reads the cache must be re-captured after.
+  uint64_t generation() const { return generation_; }
 
   // Before anything is written: one scale for every head, or one per kv head (size kv_heads()).
   void set_scales(int64_t layer, float k_scale, float v_scale);
@@ -42,7 +45,10 @@ class DeviceKvCache {
   void reserve(int64_t slots);
   // Writes rows t < rows(qkv) of K (columns [k_col, k_col + kv_heads·head_dim) of the F32 device
   // tensor qkv) and V (from v_col) into slots [slot0, slot0 + rows) of `layer`. Room must be reserved.
-  void write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col);
+  // With slot0_dev set, the kernel reads the first slot from that device int instead (slot0 still
+  // bounds-checks here).
+  void write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col,
+             const int32_t* slot0_dev = nullptr);
   void commit(int64_t tokens);
   void truncate(int64_t length);
 
@@ -57,6 +63,7 @@ class DeviceKvCache {
   int64_t layers_, kv_heads_, head_dim_;
   KvEncoding encoding_;
   int64_t length_ = 0, capacity_ = 0;
+  uint64_t generation_ = 0;
   std::vector<Tensor> k_, v_;
   KvScales scales_;
   Tensor device_scales_;  // scales_ on the device: F32 [2, layers, kv_heads]

@@ -23,12 +23,17 @@ void check_f32_matrix(const Tensor& t) {
 }  // namespace
 
 Tensor embedding(const Tensor& table, std::span<const int32_t> ids, DType out) {
-  QLM_CHECK(!table.on_host() && table.dim() == 2 && table.is_contiguous() && !ids.empty());
-  const int64_t rows = static_cast<int64_t>(ids.size()), hidden = table.size(1);
+  QLM_CHECK(!ids.empty());
+  const int64_t rows = static_cast<int64_t>(ids.size());
   const Tensor device_ids =
       Tensor::from_vector(std::vector<int32_t>(ids.begin(), ids.end()), {rows}).to_device(table.device());
-  Tensor y = Tensor::empty({rows, hidden}, out, table.device());
-  QLM_CUDA_CHECK(launch_embedding(table.raw_data(), elem_type(table.dtype()), device_ids.data<int32_t>(), rows, hidden,
+  return embedding(table, device_ids.data<int32_t>(), rows, out);
+}
+
+Tensor embedding(const Tensor& table, const int32_t* device_ids, int64_t rows, DType out) {
+  QLM_CHECK(!table.on_host() && table.dim() == 2 && table.is_contiguous() && rows > 0);
+  Tensor y = Tensor::empty({rows, table.size(1)}, out, table.device());
+  QLM_CUDA_CHECK(launch_embedding(table.raw_data(), elem_type(table.dtype()), device_ids, rows, table.size(1),
                                   y.raw_data(), elem_type(out), stream_of(table)));
   return y;
 }
@@ -95,7 +100,7 @@ void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, 
 }
 
 Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
-                 const AttentionParams& p, DType out) {
+                 const AttentionParams& p, DType out, const int32_t* past_dev) {
   check_f32_matrix(qkv);
   const int64_t tokens = qkv.size(0);
   QLM_CHECK(p.kv_heads == cache.kv_heads() && p.head_dim == cache.head_dim() && p.heads % p.kv_heads == 0);
@@ -109,6 +114,7 @@ Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, in
   a.q_stride = qkv.size(1);
   a.tokens = tokens;
   a.past = past;
+  a.past_dev = past_dev;
   a.k = cache.k(layer).raw_data();
   a.v = cache.v(layer).raw_data();
   a.kv_type = kv_elem_type(cache.encoding().dtype);

@@ -18,6 +18,8 @@ namespace qlm::ops::cu {
 // [T, hidden] rows of `table` ([vocab, hidden], F32/F16/BF16 on the device) for token ids that the
 // caller checked against the vocabulary, converted to `out`.
 Tensor embedding(const Tensor& table, std::span<const int32_t> ids, DType out);
+// The same for `rows` ids already on the device (in range: the caller checked them when it wrote them).
+Tensor embedding(const Tensor& table, const int32_t* device_ids, int64_t rows, DType out);
 
 // y = RMSNorm(x[row0 : row0 + rows]) · weight: x F32 [T, dim], weight F32 [dim], y [rows, dim] in `out`.
 Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out);
@@ -43,8 +45,9 @@ void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, 
 
 // Attention of the queries in columns [0, heads·head_dim) of the F32 tensor qkv (rows at slots
 // past, past + 1, ...) over `layer` of the cache, which already holds those slots. Returns
-// [T, heads·head_dim] in `out`.
+// [T, heads·head_dim] in `out`. With past_dev set the kernel reads `past` from that device int
+// (a CUDA graph's decode step); the host value still bounds-checks.
 Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
-                 const AttentionParams& params, DType out);
+                 const AttentionParams& params, DType out, const int32_t* past_dev = nullptr);
 
 }  // namespace qlm::ops::cu

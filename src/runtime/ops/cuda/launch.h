@@ -45,14 +45,18 @@ cudaError_t launch_rotary(float* x, int64_t row_stride, int64_t tokens, int64_t 
 // Writes `tokens` rows of K and V (row_elems = kv_heads·head_dim floats each, rows `stride` floats
 // apart) into slots slot0.. of one layer's cache (storage `cache_type`, any ElemType), stored =
 // x / scale (IEEE division) rounded to nearest even; k_scales / v_scales: device F32 [kv_heads].
+// With slot0_dev set, the first slot is read from device memory there instead (a CUDA graph's
+// decode step, replayed at every position).
 cudaError_t launch_kv_write(const float* k, const float* v, int64_t stride, int64_t tokens, int64_t row_elems,
                             int64_t head_dim, void* k_cache, void* v_cache, ElemType cache_type, int64_t slot0,
-                            const float* k_scales, const float* v_scales, cudaStream_t stream);
+                            const int32_t* slot0_dev, const float* k_scales, const float* v_scales,
+                            cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q = nullptr;  // query t, head h at q[t·q_stride + h·head_dim]
   int64_t q_stride = 0;
   int64_t tokens = 0, past = 0;         // query t sits at slot past + t
+  const int32_t* past_dev = nullptr;    // set: `past` is read from device memory there instead
   const void* k = nullptr;              // [slots, kv_heads, head_dim] in kv_type
   const void* v = nullptr;
   ElemType kv_type = ElemType::F32;             // any ElemType, fp8 included
