@@ -249,6 +249,26 @@ TEST(CudaModelTest, DecodeStepByStepEqualsPrefill) {
     }
 }
 
+// Decode after a 300-token prefill: the cache holds 600 slots, so attention takes its chunked form
+// (three chunks of 256 slots per head) inside the captured decode graph; each step's logits match
+// the CPU's, also with a sliding window (mistral-swa: 6) shorter than a chunk.
+TEST(CudaModelTest, LongContextDecodeMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"llama-gqa", "mistral-swa"}) {
+    const fs::path dir = testing::model_fixture_root() / name;
+    auto cpu = runtime::Model::load(dir);
+    auto gpu = runtime::Model::load(dir, cuda_options(DType::F32));
+    const std::vector<int32_t> tokens = random_tokens(306, gpu->vocab_size(), 13);
+    const std::span<const int32_t> all(tokens);
+    expect_close_to_cpu(std::string(name) + ": 300-token prefill", gpu->forward(all.first(300), false),
+                        cpu->forward(all.first(300), false), 1e-4, 0);
+    for (size_t t = 300; t < tokens.size(); ++t)
+      expect_close_to_cpu(std::string(name) + ": decode step at position " + std::to_string(t),
+                          gpu->forward(all.subspan(t, 1), false), cpu->forward(all.subspan(t, 1), false), 1e-4, 0);
+    EXPECT_TRUE(gpu->decode_graph_status().starts_with("graph (")) << gpu->decode_graph_status();
+  }
+}
+
 TEST(CudaModelTest, TensorParallelNeedsOneGpuPerRank) {
   SKIP_WITHOUT_GPU();
   runtime::ModelOptions o = cuda_options(DType::BF16);

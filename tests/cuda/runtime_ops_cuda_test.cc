@@ -14,6 +14,7 @@
 #include "runtime/ops/activation.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/cuda/device_ops.h"
+#include "runtime/ops/cuda/launch.h"
 #include "runtime/ops/kv_cache.h"
 #include "runtime/ops/rms_norm.h"
 #include "runtime/ops/rope.h"
@@ -131,13 +132,18 @@ TEST(CudaRuntimeOps, SiluMulEmbeddingResidual) {
 }
 
 // qkv rows [T, (heads + 2·kv_heads)·d] written to both caches, then attention of the last T
-// tokens at past = total - T.
+// tokens at past = total - T. One token after 1000 (capacity 2000) takes the chunked decode form:
+// eight chunks of 256 slots, the last four empty, and with a window of 300 the first two too.
 TEST(CudaRuntimeOps, KvCacheAndAttentionMatchCpu) {
   SKIP_WITHOUT_GPU();
   const int64_t heads = 4, kv_heads = 2, d = 32, stride = (heads + 2 * kv_heads) * d;
+  EXPECT_EQ(ops::cu::attention_chunks(1, 2000), 8);
+  EXPECT_EQ(ops::cu::attention_chunks(1, 256), 0);
+  EXPECT_EQ(ops::cu::attention_chunks(2, 2000), 0);
   for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::F16, ops::KvDType::BF16})
-    for (int64_t window : {int64_t{0}, int64_t{5}})
-      for (const auto& [first, second] : {std::pair<int64_t, int64_t>{37, 1}, {10, 29}, {0, 300}}) {
+    for (int64_t window : {int64_t{0}, int64_t{5}, int64_t{300}})
+      for (const auto& [first, second] :
+           {std::pair<int64_t, int64_t>{37, 1}, {10, 29}, {0, 300}, {1000, 1}}) {
         const std::string what = std::string("kv ") + ops::kv_dtype_name(kv) + " window " + std::to_string(window) +
                                  " tokens " + std::to_string(first) + "+" + std::to_string(second);
         ops::KvCache host(1, kv_heads, d, {kv});

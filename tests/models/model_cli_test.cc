@@ -115,6 +115,20 @@ TEST(ModelCli, DtypeFlag) {
   EXPECT_NE(r.err.find("cpu, activations F32"), std::string::npos) << r.err;
 }
 
+// --cuda-graph takes on or off; on the CPU it changes nothing and no decode step is reported.
+TEST(ModelCli, CudaGraphFlag) {
+  testing::TempDir dir;
+  const fs::path model = testing::model_fixture_root() / "llama-gqa";
+  RunResult r = run_qlm("generate '" + model.string() + "' --prompt hi --max-tokens 3 --cuda-graph maybe", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cuda-graph"), std::string::npos) << r.err;
+  for (const char* setting : {"on", "off"}) {
+    r = run_qlm("generate '" + model.string() + "' --prompt hi --max-tokens 3 --threads 2 --cuda-graph " + setting, dir);
+    EXPECT_EQ(r.status, 0) << setting << "\n" << r.err;
+    EXPECT_EQ(r.err.find("decode step:"), std::string::npos) << setting << "\n" << r.err;
+  }
+}
+
 TEST(ModelCli, CudaTensorParallelIsAClearError) {
   if (!cuda_devices().empty()) {
     // With a GPU the device check passes and a TP size above the GPU count is what is refused.

@@ -72,21 +72,21 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ float token_scale(float absmax) {
   return fmaxf(__fdiv_rn(absmax, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
 }
-// Four clamped values to e4m3 codes, the first in the low byte: the hardware conversion (sm_89+,
-// round to nearest even with saturation, the same codes as f32_to_e4m3 for every non-NaN value:
-// tested on every rounding case) unless a value is NaN, which f32_to_e4m3 encodes keeping its sign.
+// Four clamped values to e4m3 codes, the first in the low byte: on sm_89+ the hardware conversion
+// (round to nearest even with saturation: the codes of f32_to_e4m3 for every value, tested on every
+// rounding case; a NaN, which the scaling product has made the canonical positive NaN, gives 0x7F
+// either way).
 __device__ __forceinline__ uint32_t e4m3x4(const float (&v)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (!(isnan(v[0]) || isnan(v[1]) || isnan(v[2]) || isnan(v[3]))) {
-    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[0], v[1]), __NV_SATFINITE, __NV_E4M3);
-    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2], v[3]), __NV_SATFINITE, __NV_E4M3);
-    return lo | hi << 16;
-  }
-#endif
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[0], v[1]), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2], v[3]), __NV_SATFINITE, __NV_E4M3);
+  return lo | hi << 16;
+#else
   uint32_t codes = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) codes |= uint32_t{f32_to_e4m3(v[i])} << (8 * i);
   return codes;
+#endif
 }
 
 __device__ __forceinline__ uint2 quantize8(const float (&f)[8], float inv) {

@@ -128,6 +128,13 @@ Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, in
   a.out = y.raw_data();
   a.out_type = elem_type(out);
   a.out_stride = p.heads * p.head_dim;
+  Tensor partial;  // chunked decode: per (head, chunk) softmax states
+  if (const int64_t chunks = attention_chunks(tokens, cache.capacity()); chunks > 0) {
+    partial = Tensor::empty({p.heads * chunks * (2 + p.head_dim)}, DType::F32, qkv.device());
+    a.split_slots = kAttentionChunkSlots;
+    a.chunks = chunks;
+    a.partial = partial.data<float>();
+  }
   QLM_CUDA_CHECK(launch_attention(a, stream_of(qkv)));
   return y;
 }

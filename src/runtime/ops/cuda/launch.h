@@ -68,10 +68,21 @@ struct AttentionArgs {
   void* out = nullptr;         // query t, head h at out[t·out_stride + h·head_dim], in out_type
   ElemType out_type = ElemType::F32;
   int64_t out_stride = 0;
+  // One query token over many slots (attention_chunks): `chunks` blocks per head of split_slots
+  // slots each write their partial softmax state to `partial` (F32 [heads, chunks, 2 + head_dim]),
+  // and a second kernel combines them. 0: one block per (token, head).
+  int64_t split_slots = 0, chunks = 0;
+  float* partial = nullptr;
 };
 inline constexpr int64_t kMaxAttentionHeadDim = 256;
+inline constexpr int64_t kAttentionChunkSlots = 256;
 
-// Causal GQA attention, F32 math with an online softmax; one block per (query token, head).
+// Chunks of kAttentionChunkSlots for `tokens` queries over at most slots_bound slots (the cache
+// capacity): more than one only for a single token past one chunk; 0 = no split.
+int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
+
+// Causal GQA attention, F32 math with an online softmax; one block per (query token, head), or the
+// chunked decode form above.
 cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 }  // namespace qlm::ops::cu
