@@ -19,17 +19,25 @@ def render(recs, gpus, source):
              f"[--tp-procs] --json` (`scripts/bench_tp.sh`) on {gpus}, one GPU per rank, NCCL all-reduce of the "
              "row-parallel outputs (NVLink multicast off). *Ranks as*: threads of one process (`--tp N`) or one "
              "process per GPU (`--tp N --tp-procs`, rank 0 broadcasting the token). One sequence, 16-token "
-             "prompt, then single-token steps. *Floor*: tp x the nominal 4.8 TB/s of an H200 / the linear "
-             "weight bytes one token reads (each rank reads its 1/tp share).", "",
-             "| model | tp | ranks as | kernels | decode tokens/s | ms/token | speedup vs tp 1 | floor tokens/s | "
+             "prompt, then single-token steps. *Step*: each rank's decode step as one captured CUDA graph, or "
+             "every kernel launched from the host (records without `decode_step`, made before graphs existed, "
+             "and ranks in separate processes). *Speedup* is against tp 1 with the same kind of step. "
+             "*Floor*: tp x the nominal 4.8 TB/s of an H200 / the linear weight bytes one token reads (each "
+             "rank reads its 1/tp share).", "",
+             "| model | tp | ranks as | step | kernels | decode tokens/s | ms/token | speedup vs tp 1 | floor tokens/s | "
              "of floor | load s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    base = {r["model"]: r["decode_tok_s"] for r in recs if r["tp"] == 1}
-    for r in sorted(recs, key=lambda r: (r["model"], r["tp"], r.get("tp_procs", False))):
-        speed = f"{r['decode_tok_s'] / base[r['model']]:.2f}x" if r["model"] in base else "—"
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def step(r):
+        return "graph" if r.get("decode_step", "").startswith("graph") else "eager"
+
+    base = {(r["model"], step(r)): r["decode_tok_s"] for r in recs if r["tp"] == 1}
+    for r in sorted(recs, key=lambda r: (r["model"], step(r), r["tp"], r.get("tp_procs", False))):
+        key = (r["model"], step(r))
+        speed = f"{r['decode_tok_s'] / base[key]:.2f}x" if key in base else "—"
         mode = "—" if r["tp"] == 1 else "processes" if r.get("tp_procs") else "threads"
         floor = r["tp"] * HBM_BYTES_PER_S / r["weight_bytes_per_token"]
-        lines.append(f"| {r['model']} | {r['tp']} | {mode} | {r['kernels']} | {r['decode_tok_s']:.1f} | "
+        lines.append(f"| {r['model']} | {r['tp']} | {mode} | {step(r)} | {r['kernels']} | {r['decode_tok_s']:.1f} | "
                      f"{r['decode_ms_per_token']:.2f} | {speed} | {floor:.0f} | "
                      f"{100 * r['decode_tok_s'] / floor:.0f} % | {r['load_s']:.1f} |")
     return "\n".join(lines)

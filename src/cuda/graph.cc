@@ -10,8 +10,7 @@
 namespace qlm::cuda {
 
 #ifdef QLM_WITH_CUDA
-std::unique_ptr<CapturedGraph> CapturedGraph::capture(int index, const std::function<void()>& work,
-                                                      std::string* why) {
+std::unique_ptr<CapturedGraph> CapturedGraph::capture(int index, const std::function<void()>& work, std::string* why) {
   Context& ctx = context(index);
   // Relaxed: the caching allocator may still call cudaMalloc while the work is captured.
   QLM_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));

@@ -41,6 +41,9 @@ struct RankOptions {
   // CUDA: run single-token decode steps as one captured CUDA graph (decoder_model_cuda.cc) where
   // the model allows it; false: every kernel launched one by one.
   bool cuda_graph = true;
+  // This rank is one process of a multi-process group (--tp-procs / --tp-rank): it decodes eagerly
+  // (graphs of such ranks are not verified yet; docs/architecture.md).
+  bool separate_process = false;
 };
 
 class DecoderModel {
@@ -78,6 +81,10 @@ class DecoderModel {
   // How single-token decode steps run on CUDA: "graph (N nodes)", "eager: <why not a graph>", or
   // "" before the first one (and on the CPU).
   const std::string& decode_graph_status() const { return decode_graph_status_; }
+  // Destroys the captured decode graph (the next single-token step captures again). A rank leaving
+  // its NCCL group does this first: NCCL's communicator cannot be destroyed while a graph holds its
+  // captured collectives.
+  void release_decode_graph() { decode_graph_.reset(); }
   // The host KV cache of a CPU model.
   ops::KvCache& cache() {
     QLM_CHECK(cache_ != nullptr);

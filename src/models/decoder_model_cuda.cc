@@ -71,12 +71,16 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
   const int64_t T = x.size(0), d = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  // Each residual add runs inside the RMSNorm that follows it (add_rms_norm): `pending` is the last
+  // layer output not yet added to x.
+  Tensor pending;
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     Block& b = blocks_[static_cast<size_t>(l)];
     const DeviceNorms& norms = device_norms_[static_cast<size_t>(l)];
 
     // Attention: q | k | v columns of the widened qkv output.
-    Tensor qkv = ops::cu::to_f32(b.qkv->forward(ops::cu::rms_norm(x, 0, T, norms.input_norm, eps, act)));
+    Tensor qkv =
+        ops::cu::to_f32(b.qkv->forward(ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act)));
     QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
     const int64_t k_col = heads_ * d, v_col = (heads_ + kv_heads_) * d;
     if (config_.qk_norm) {
@@ -87,25 +91,23 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
     device_cache_->write(l, past, qkv, k_col, v_col, past_slot);
     const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
-    ops::cu::add_residual(x, b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act, past_slot)));
+    const Tensor attn_out = b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act, past_slot));
 
     // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
-    const Tensor h = ops::cu::rms_norm(x, 0, T, norms.post_norm, eps, act);
-    if (b.moe) {
-      ops::cu::add_residual(x, b.moe->forward(h));
-    } else {
-      ops::cu::add_residual(x, b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h))));
-    }
+    const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act);
+    pending = b.moe ? b.moe->forward(h) : b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h)));
   }
+  // x is not used after the final norm, so only its normed rows get the last layer's output.
   const int64_t rows = all_logits ? T : 1;
-  Tensor logits = lm_head_->forward(ops::cu::rms_norm(x, T - rows, rows, device_final_norm_, eps, act));
+  Tensor logits = lm_head_->forward(ops::cu::add_rms_norm(x, pending, T - rows, rows, device_final_norm_, eps, act));
   if (gather_logits_) logits = options_.tp.comm->all_gather(logits, 1);  // vocab-split lm_head (NCCL)
   return ops::cu::to_f32(logits);
 }
 
 std::string DecoderModel::decode_graph_obstacle() const {
   if (!options_.cuda_graph) return "off (--cuda-graph off)";
-  if (options_.tp.size > 1) return "tensor-parallel ranks run eagerly (NCCL calls are not captured yet)";
+  if (options_.separate_process)
+    return "tensor-parallel ranks in separate processes decode eagerly (their captured steps are not verified yet)";
   for (const Block& b : blocks_)
     if (b.moe) return "mixture-of-experts layers read their expert counts on the host";
   return "";

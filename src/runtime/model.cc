@@ -205,6 +205,7 @@ Model::~Model() {
 
 void Model::leave_group() {
   if (!impl_->joined_rank) return;
+  for (auto& rank : impl_->ranks) rank->release_decode_graph();  // before NCCL's destroy (decoder_model.h)
   const StallWatchdog::Guard guard(impl_->watchdog.get());
   static_cast<JoinedComm&>(*impl_->gpu_comms.front()).leave();
 }
@@ -289,7 +290,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     rank_ctx.device = rank_device(r);
     if (!rank_ctx.device.is_cpu()) rank_ctx.capability = cuda_capability(rank_ctx.device.index);
     const models::RankOptions rank{.quant = m.quant.get(), .ctx = rank_ctx, .tp = tp_context(r),
-                                   .kv = {.dtype = kv_storage}, .cuda_graph = options.cuda_graph};
+                                   .kv = {.dtype = kv_storage}, .cuda_graph = options.cuda_graph,
+                                   .separate_process = joined.has_value()};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
   const ScaleShapeLookup shape_of = [&checkpoint](const std::string& name) -> std::optional<Shape> {

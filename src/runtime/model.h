@@ -38,7 +38,7 @@ struct ModelOptions {
   // Activation dtype of the linear layers: F32 only on the CPU; on CUDA BF16 when unset, or F16 / F32.
   std::optional<DType> act_dtype{};
   // CUDA: single-token decode steps as one captured CUDA graph where the model allows it (not with
-  // tensor parallelism or MoE layers yet); Model::decode_graph_status() says what ran.
+  // MoE layers yet); Model::decode_graph_status() says what ran.
   bool cuda_graph = true;
   ProgressCallback progress{};               // called by rank 0 while tensors load
 

@@ -290,6 +290,15 @@ TEST(CudaModelTest, TensorParallelOverNcclMatchesOneGpu) {
     auto two = runtime::Model::load(f.dir, o);
     ASSERT_EQ(two->tp(), 2);
     expect_close_to_cpu(f.name + " tp 2 vs tp 1 on cuda", two->forward(f.tokens), one->forward(f.tokens), 1e-5, 0);
+    // Decode steps: each rank's step is a captured graph with its NCCL calls inside (dense models).
+    const std::vector<int32_t> next = random_tokens(4, f.logits.size(1), 17);
+    for (size_t t = 0; t < next.size(); ++t) {
+      const std::span<const int32_t> one_token(&next[t], 1);
+      expect_close_to_cpu(f.name + " tp 2 vs tp 1 on cuda, decode step " + std::to_string(t),
+                          two->forward(one_token, false), one->forward(one_token, false), 1e-5, 0);
+    }
+    if (!two->config().moe.enabled())
+      EXPECT_TRUE(two->decode_graph_status().starts_with("graph (")) << f.name << ": " << two->decode_graph_status();
   }
 }
 

@@ -49,6 +49,21 @@ Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weigh
   return y;
 }
 
+Tensor add_rms_norm(Tensor& x, const Tensor& add, int64_t row0, int64_t rows, const Tensor& weight, float eps,
+                    DType out) {
+  if (!add.defined()) return rms_norm(x, row0, rows, weight, eps, out);
+  check_f32_matrix(x);
+  const int64_t dim = x.size(1);
+  QLM_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= x.size(0));
+  QLM_CHECK(add.shape() == x.shape() && add.is_contiguous() && !add.on_host() && add.device() == x.device());
+  QLM_CHECK(!weight.on_host() && weight.dtype() == DType::F32 && weight.numel() == dim);
+  Tensor y = Tensor::empty({rows, dim}, out, x.device());
+  const size_t add_offset = static_cast<size_t>(row0 * dim) * dtype_size(add.dtype());
+  QLM_CUDA_CHECK(launch_add_rms_norm(x.data<float>() + row0 * dim, add.raw_data() + add_offset, elem_type(add.dtype()),
+                                     weight.data<float>(), y.raw_data(), elem_type(out), rows, dim, eps, stream_of(x)));
+  return y;
+}
+
 void head_rms_norm(Tensor& x, int64_t col0, int64_t heads, int64_t head_dim, const Tensor& weight, float eps) {
   check_f32_matrix(x);
   const int64_t stride = x.size(1);

@@ -26,6 +26,12 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
                             int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps,
                             cudaStream_t stream);
 
+// The residual add fused into the next RMSNorm: x[r, :] += add[r, :] (add in add_type, the same
+// [rows, dim] layout), then y[r, :] = RMSNorm(x[r, :]) · weight as launch_rms_norm; x F32, rows
+// dim apart.
+cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, const float* weight, void* y,
+                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+
 // x[i] += y[i] for n elements (the F32 residual stream plus a linear output in act dtype).
 cudaError_t launch_add_residual(float* x, const void* y, ElemType y_type, int64_t n, cudaStream_t stream);
 

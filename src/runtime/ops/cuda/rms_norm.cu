@@ -11,23 +11,39 @@ constexpr int kMaxBlock = 1024;
 
 // One block per vector, sized to the vector (up to 1024 threads, four elements each where rows
 // allow 16-byte loads) so that every load of a vector is in flight at once: a single decode row
-// (dim 4096) is one load per thread, not a latency-bound loop of 32.
-template <ElemType YT>
-__global__ void __launch_bounds__(kMaxBlock) rms_norm_kernel(const float* x, int64_t x_stride, const float* weight,
-                                                             void* y, int64_t y_stride, int64_t groups, int64_t dim,
-                                                             float eps, bool vec4) {
+// (dim 4096) is one load per thread, not a latency-bound loop of 32. With ADD, the vector first
+// gets `add` (same layout, type AT) added and written back to x: the residual add fused in.
+template <ElemType YT, ElemType AT, bool ADD>
+__global__ void __launch_bounds__(kMaxBlock)
+    rms_norm_kernel(float* x, int64_t x_stride, const void* add, const float* weight, void* y, int64_t y_stride,
+                    int64_t groups, int64_t dim, float eps, bool vec4) {
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
-  const float* xr = x + r * x_stride + g * dim;
+  float* xr = x + r * x_stride + g * dim;
+  const int64_t a0 = r * x_stride + g * dim;  // add has x's layout
   const int64_t y0 = r * y_stride + g * dim;
   double sum = 0;
   if (vec4) {
     for (int64_t i = 4 * threadIdx.x; i < dim; i += 4 * blockDim.x) {
-      const float4 v = *reinterpret_cast<const float4*>(xr + i);
+      float4 v = *reinterpret_cast<const float4*>(xr + i);
+      if constexpr (ADD) {
+        v.x += load_elem<AT>(add, a0 + i);
+        v.y += load_elem<AT>(add, a0 + i + 1);
+        v.z += load_elem<AT>(add, a0 + i + 2);
+        v.w += load_elem<AT>(add, a0 + i + 3);
+        *reinterpret_cast<float4*>(xr + i) = v;
+      }
       sum += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
              static_cast<double>(v.w) * v.w;
     }
   } else {
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += static_cast<double>(xr[i]) * xr[i];
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      float v = xr[i];
+      if constexpr (ADD) {
+        v += load_elem<AT>(add, a0 + i);
+        xr[i] = v;
+      }
+      sum += static_cast<double>(v) * v;
+    }
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __shared__ double partial[kMaxBlock / 32];
@@ -36,8 +52,8 @@ __global__ void __launch_bounds__(kMaxBlock) rms_norm_kernel(const float* x, int
   double total = 0;
   for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
   const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
-  // Every thread read its own elements before any writes them (y may alias x): each element is
-  // read and written by the same thread, and the sum was complete at the barrier above.
+  // Each element is read (and, with ADD, written) by the same thread in both loops, and every sum
+  // was complete at the barrier above, so y may alias x.
   if (vec4) {
     for (int64_t i = 4 * threadIdx.x; i < dim; i += 4 * blockDim.x) {
       const float4 v = *reinterpret_cast<const float4*>(xr + i);
@@ -52,6 +68,19 @@ __global__ void __launch_bounds__(kMaxBlock) rms_norm_kernel(const float* x, int
   }
 }
 
+// Threads and 16-byte loads for vectors of `dim` floats `x_stride` apart from x.
+struct NormLaunch {
+  bool vec4;
+  unsigned threads;
+};
+NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, int64_t dim) {
+  const bool vec4 = dim % 4 == 0 && x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+  const int64_t per_thread = vec4 ? 4 : 1;
+  const int64_t threads = std::min<int64_t>(kMaxBlock, std::max<int64_t>(32, (dim / per_thread + 31) / 32 * 32));
+  return {vec4, static_cast<unsigned>(threads)};
+}
+
 }  // namespace
 
 cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weight, void* y, ElemType y_type,
@@ -59,15 +88,28 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
                             cudaStream_t stream) {
   if (rows * groups == 0) return cudaSuccess;
   if (rows * groups > int64_t{0x7fffffff}) return cudaErrorInvalidValue;
-  const unsigned grid = static_cast<unsigned>(rows * groups);
-  // 16-byte loads when every vector (and the weight) starts 16-byte aligned.
-  const bool vec4 = dim % 4 == 0 && x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(weight) % 16 == 0;
-  const int64_t per_thread = vec4 ? 4 : 1;
-  const int64_t threads = std::min<int64_t>(kMaxBlock, std::max<int64_t>(32, (dim / per_thread + 31) / 32 * 32));
+  const NormLaunch l = norm_launch(x, x_stride, weight, dim);
+  // Without ADD the kernel does not write x (only y, which may alias it).
+  float* xw = const_cast<float*>(x);
   return dispatch(y_type, [&](auto tag) {
-    rms_norm_kernel<decltype(tag)::value><<<grid, static_cast<unsigned>(threads), 0, stream>>>(
-        x, x_stride, weight, y, y_stride, groups, dim, eps, vec4);
+    rms_norm_kernel<decltype(tag)::value, ElemType::F32, false>
+        <<<static_cast<unsigned>(rows * groups), l.threads, 0, stream>>>(xw, x_stride, nullptr, weight, y, y_stride,
+                                                                         groups, dim, eps, l.vec4);
+  });
+}
+
+cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, const float* weight, void* y,
+                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows > int64_t{0x7fffffff} ||
+      (add_type != ElemType::F32 && add_type != ElemType::F16 && add_type != ElemType::BF16))
+    return cudaErrorInvalidValue;
+  const NormLaunch l = norm_launch(x, dim, weight, dim);
+  return dispatch(y_type, [&](auto ytag) {
+    dispatch(add_type, [&](auto atag) {
+      rms_norm_kernel<decltype(ytag)::value, decltype(atag)::value, true>
+          <<<static_cast<unsigned>(rows), l.threads, 0, stream>>>(x, dim, add, weight, y, dim, 1, dim, eps, l.vec4);
+    });
   });
 }
 
