@@ -160,7 +160,8 @@ def main():
         torch_recs, qlm_recs = fp8_rerun(torch_recs, qlm_recs, load(rerun[0]), load(rerun[1]))
         note = (f"**The fp8 rows come from a later fp8-only run** (`{rerun[0]}`, `{rerun[1]}`: the same "
                 f"`qlm bench-linear --format fp8` and `scripts/bench_gpu_torch.py` peers, same timing method), made "
-                f"after the FP8 large-M rule changed; qlm and torch fp8 are from that one run.")
+                f"after the FP8 kernels changed (large-M rule, then the activation quantizer); qlm and torch fp8 are "
+                f"from that one run. The decode rows come from their own runs (`--decode` file).")
     text = render(torch_recs, qlm_recs, decode, note)
     if "--stdout" in sys.argv:
         print(text)
