@@ -142,6 +142,7 @@ class DecoderModel {
   };
   std::unique_ptr<DecodeGraph> decode_graph_;
   std::string decode_graph_status_;
+  bool decode_eager_ = false;  // decided for good: single-token steps run eagerly (status says why)
   bool device_warm_ = false;  // an eager forward ran (kernels' lazily made state exists)
   struct DeviceNorms {
     Tensor input_norm, post_norm, q_norm, k_norm;

@@ -114,9 +114,10 @@ std::string DecoderModel::decode_graph_obstacle() const {
 }
 
 std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t position) {
-  if (decode_graph_status_.starts_with("eager")) return std::nullopt;
+  if (decode_eager_) return std::nullopt;
   if (const std::string obstacle = decode_graph_obstacle(); !obstacle.empty()) {
-    decode_graph_status_ = "eager: " + obstacle;
+    decode_eager_ = true;
+    decode_graph_status_ = fmt::format("eager: {}", obstacle);
     return std::nullopt;
   }
   const Device device = options_.ctx.device;
@@ -139,7 +140,8 @@ std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t pos
       why = e.what();
     }
     if (!g->graph) {
-      decode_graph_status_ = "eager: the decode step could not be captured as a CUDA graph: " + why;
+      decode_eager_ = true;
+      decode_graph_status_ = fmt::format("eager: the decode step could not be captured as a CUDA graph: {}", why);
       return std::nullopt;
     }
     g->cache_generation = device_cache_->generation();

@@ -34,34 +34,6 @@ __device__ __forceinline__ void allow_dependents() {
 
 constexpr float kE4M3Max = 448.0f;
 
-template <typename T>
-struct Vec8;  // 8 elements of T widened exactly to f32
-template <>
-struct Vec8<float> {
-  static __device__ __forceinline__ void load(const float* p, float (&f)[8]) {
-    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-  }
-};
-template <>
-struct Vec8<__half> {
-  static __device__ __forceinline__ void load(const __half* p, float (&f)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __half* h = reinterpret_cast<const __half*>(&u);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = __half2float(h[i]);
-  }
-};
-template <>
-struct Vec8<__nv_bfloat16> {
-  static __device__ __forceinline__ void load(const __nv_bfloat16* p, float (&f)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&u);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = __bfloat162float(h[i]);
-  }
-};
-
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -193,8 +165,10 @@ __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64
   const int64_t nv = K / 8;
   float m = 0;
   for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    Packed8<T> p;
+    p.load(xr + v * 8);
     float f[8];
-    Vec8<T>::load(xr + v * 8, f);
+    p.widen(f);
 #pragma unroll
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
   }
@@ -202,8 +176,10 @@ __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64
   const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
   uint8_t* qr = codes + r * K;
   for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    Packed8<T> p;
+    p.load(xr + v * 8);
     float f[8];
-    Vec8<T>::load(xr + v * 8, f);
+    p.widen(f);
     *reinterpret_cast<uint2*>(qr + v * 8) = quantize8(f, inv);
   }
   if (threadIdx.x == 0) scales[r] = scale;
