@@ -41,9 +41,6 @@ struct RankOptions {
   // CUDA: run single-token decode steps as one captured CUDA graph (decoder_model_cuda.cc) where
   // the model allows it; false: every kernel launched one by one.
   bool cuda_graph = true;
-  // This rank is one process of a multi-process group (--tp-procs / --tp-rank): it decodes eagerly
-  // (graphs of such ranks are not verified yet; docs/architecture.md).
-  bool separate_process = false;
 };
 
 class DecoderModel {

@@ -106,8 +106,6 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
 
 std::string DecoderModel::decode_graph_obstacle() const {
   if (!options_.cuda_graph) return "off (--cuda-graph off)";
-  if (options_.separate_process)
-    return "tensor-parallel ranks in separate processes decode eagerly (their captured steps are not verified yet)";
   for (const Block& b : blocks_)
     if (b.moe) return "mixture-of-experts layers read their expert counts on the host";
   return "";

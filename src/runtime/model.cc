@@ -290,8 +290,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& model_dir, const
     rank_ctx.device = rank_device(r);
     if (!rank_ctx.device.is_cpu()) rank_ctx.capability = cuda_capability(rank_ctx.device.index);
     const models::RankOptions rank{.quant = m.quant.get(), .ctx = rank_ctx, .tp = tp_context(r),
-                                   .kv = {.dtype = kv_storage}, .cuda_graph = options.cuda_graph,
-                                   .separate_process = joined.has_value()};
+                                   .kv = {.dtype = kv_storage}, .cuda_graph = options.cuda_graph};
     m.ranks.push_back(std::make_unique<models::DecoderModel>(m.config, rank, dtypes));
   }
   const ScaleShapeLookup shape_of = [&checkpoint](const std::string& name) -> std::optional<Shape> {

@@ -114,16 +114,14 @@ TEST(CudaTpProcs, SampledGenerationMatchesTheInProcessGroup) {
   const std::string args = "generate " + quoted(model) +
                            " --prompt 'Hello world' --max-tokens 24 --temperature 0.9 --top-k 20 --seed 11 "
                            "--device cuda --dtype f32 --tp 2";
-  // Like for like: ranks in separate processes decode eagerly (decoder_model.h), so the in-process
-  // group does too.
-  const testing::QlmRun threads = run_qlm(args + " --cuda-graph off", dir);
+  // Both capture each decode step as a CUDA graph with its NCCL calls inside.
+  const testing::QlmRun threads = run_qlm(args, dir);
   ASSERT_EQ(threads.status, 0) << threads.err;
   const testing::QlmRun procs = run_qlm(args + " --tp-procs", dir);
   ASSERT_EQ(procs.status, 0) << procs.err;
   EXPECT_EQ(procs.out, threads.out) << "rank 0 prints the text once; the same seed gives the same tokens";
   EXPECT_NE(procs.err.find("tensor parallel: 2 ranks, one process per GPU"), std::string::npos) << procs.err;
-  EXPECT_NE(procs.err.find("decode step: eager: tensor-parallel ranks in separate processes"), std::string::npos)
-      << procs.err;
+  EXPECT_NE(procs.err.find("decode step: graph"), std::string::npos) << procs.err;
 }
 
 // Interrupting rank 0 while the ranks load: the launcher stops its children, removes its rendezvous
