@@ -76,6 +76,7 @@ TEST_P(CudaWna16FastGrid, MatchesReference) {
   for (DType act : {DType::BF16, DType::F16}) {
     check(s, act, {1, 3, 16, 17, 33, 64, 129, 300}, Wna16FastPath::Tiled);
     check(s, act, {1, 7, 17}, Wna16FastPath::Gemv);
+    check(s, act, {1, 5, 8, 9, 16, 17, 32}, Wna16FastPath::Stream);
     check(s, act, {5, 130}, Wna16FastPath::Cublas);
     check(s, act, {2, 40});
   }
@@ -118,6 +119,25 @@ TEST_F(CudaWna16FastTest, PaddedGroupsOddShapesAndSplitK) {
     check(s, DType::F16, {2, 9, 31, 65}, Wna16FastPath::Tiled);
     check(s, DType::BF16, {1, 5, 16, 40}, Wna16FastPath::Gemv);
     check(s, DType::F16, {2, 9}, Wna16FastPath::Gemv);
+    check(s, DType::BF16, {1, 8, 13, 31}, Wna16FastPath::Stream);
+    check(s, DType::F16, {2, 16, 32}, Wna16FastPath::Stream);
+  }
+}
+
+// The stream kernel's work split: one block per stage (every tile cut into segments summed by the last),
+// whole tiles per block (written directly), and ranges crossing tile boundaries; misaligned x (gathered).
+TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 128, .N = 4000, .group_size = 128, .seed = 21},  // 16 tiles of one stage: direct writes
+      {.bits = 8, .K = 64, .N = 300, .group_size = 32, .zero_points = true, .seed = 22},
+      {.bits = 4, .K = 2048, .N = 40000, .group_size = 64, .seed = 23},  // 157 tiles x 16 stages over the SMs
+      {.bits = 4, .K = 16384, .N = 64, .group_size = 128, .zero_points = true, .seed = 24},  // one tile, many blocks
+      {.bits = 8, .K = 3072, .N = 777, .group_size = -1, .seed = 25},
+      {.bits = 4, .K = 256, .N = 512, .group_size = 16, .zero_points = true, .seed = 26},  // a group per k-tile
+  };
+  for (const auto& s : specs) {
+    check(s, DType::BF16, {1, 3, 8, 16, 24}, Wna16FastPath::Stream);
+    check(s, DType::F16, {1, 11, 32}, Wna16FastPath::Stream);
   }
 }
 
@@ -183,25 +203,28 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
-// The run-time rule: tiled for small M (GEMV for 8-bit M <= 8), dequantize + cuBLAS for large M (earlier on
-// small layers);
-// the override forces one path and is undone by Auto. (Environment overrides are not set in tests.)
+// The run-time rule: stream for M <= 16 (where the GPU can run it; otherwise GEMV for 8-bit M <= 8), tiled
+// up to the cuBLAS bound, dequantize + cuBLAS for large M (earlier on small layers); the override forces
+// one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
-  for (int64_t M : {1, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
+  for (int64_t M : {1, 16}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
+  for (int64_t M : {17, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
   for (int64_t M : {256, 1024, 100000}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Cublas) << M;
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 8192, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 6144, 4), Wna16FastPath::Cublas);
-  for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas}) {
+  for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas, Wna16FastPath::Stream}) {
     set_wna16_fast_path(p);
     EXPECT_EQ(wna16_fast_path_for(1, 4096, 4096, 4), p);
     EXPECT_EQ(wna16_fast_path_for(4096, 4096, 4096, 4), p);
   }
   set_wna16_fast_path(Wna16FastPath::Auto);
-  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Tiled);
-  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8), Wna16FastPath::Gemv);
-  EXPECT_EQ(wna16_fast_path_for(9, 8192, 57344, 8), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8, false), Wna16FastPath::Gemv);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
 }
 
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {

@@ -18,6 +18,8 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
+// Up to this M the stream kernel runs (sm_90; not measured yet: first GPU run of this rule pending).
+constexpr int64_t kWna16FastStreamMaxM = 16;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -38,6 +40,7 @@ Wna16FastPath env_path() {
   if (!std::strcmp(e, "gemv")) return Wna16FastPath::Gemv;
   if (!std::strcmp(e, "tiled")) return Wna16FastPath::Tiled;
   if (!std::strcmp(e, "cublas")) return Wna16FastPath::Cublas;
+  if (!std::strcmp(e, "stream")) return Wna16FastPath::Stream;
   return Wna16FastPath::Auto;
 }
 
@@ -45,14 +48,16 @@ Wna16FastPath env_path() {
 
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
 
-Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits) {
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok) {
   static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
   static const int64_t cublas_min_env = env_int("QLM_W4FAST_CUBLAS_MIN_M", 0);
+  static const int64_t stream_max = env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM);
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
   const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
+  if (stream_ok && M <= std::min<int64_t>(stream_max, 32)) return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
@@ -150,7 +155,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     Tensor xg;
     // The tiled kernel copies x in 16-byte pieces: rows must start 16-byte aligned.
     const bool aligned = reinterpret_cast<uintptr_t>(xk) % 16 == 0 && cfg_.K_p % 8 == 0;
-    if (!identity_ || (path == Wna16FastPath::Tiled && !aligned)) {
+    const bool copies_x = path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream;
+    if (!identity_ || (copies_x && !aligned)) {
       xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
       QLM_CUDA_CHECK(
           cuda::launch_wna16_fast_gather(x.raw_data(), M, cfg_.K_p, a_.row_source, a_.rows, xg.raw_data(), ctx.stream));
@@ -159,6 +165,10 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     }
     if (path == Wna16FastPath::Tiled) {
       run_tiled(ctx, xk, ldx, M, b, y);
+      return;
+    }
+    if (path == Wna16FastPath::Stream) {
+      run_stream(ctx, xk, ldx, M, b, y);
       return;
     }
     const int mt = cuda::wna16_fast_mt(M);
@@ -181,6 +191,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     switch (path_for(M)) {
       case Wna16FastPath::Gemv: return "gemv";
       case Wna16FastPath::Tiled: return "tiled";
+      case Wna16FastPath::Stream: return "stream";
       case Wna16FastPath::Cublas: return "dequant+cublas";
       case Wna16FastPath::Auto: break;
     }
@@ -188,6 +199,28 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
  private:
+  static int stream_mt(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : 4; }
+
+  // One persistent block per multiprocessor (never more blocks than k-stages), partial sums only for
+  // tiles split between blocks.
+  void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
+    const int mt = stream_mt(M);
+    const int blocks =
+        static_cast<int>(std::min<int64_t>(std::max(1, ctx.sm_count), cuda::wna16_stream_stage_count(a_)));
+    const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
+    const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
+    Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
+    QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
+                                                  b, y.raw_data(), ctx.stream));
+  }
+
+  bool stream_usable(int64_t M) const {
+    if (M > 32 || cfg_.capability < 90 || a_.N_pad / cuda::kWna16TiledCols >= 65535) return false;
+    int& usable = stream_ok_[stream_mt(M) == 1 ? 0 : stream_mt(M) == 2 ? 1 : 2];
+    if (usable < 0) usable = cuda::wna16_stream_usable(a_, stream_mt(M)) ? 1 : 0;
+    return usable == 1;
+  }
+
   void run_tiled(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
     const int mt = cuda::wna16_tiled_mt(M);
     const int64_t tm = 8 * mt;
@@ -290,9 +323,12 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   // The rule's path for M (wna16_fast_paths.h), moved to one that can run this layer: the tiled
   // kernel needs a resident block and fewer than 65535 column tiles, the GEMV fewer than 65535
-  // blocks along y.
+  // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled).
   Wna16FastPath path_for(int64_t M) const {
     Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
+    if (path == Wna16FastPath::Stream && !stream_usable(M))
+      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false);
+    if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but cannot run here
     if (path == Wna16FastPath::Tiled &&
         (tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0 || a_.N_pad / cuda::kWna16TiledCols >= 65535))
       path = Wna16FastPath::Gemv;
@@ -305,6 +341,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable Tensor counters_;
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
+  mutable int stream_ok_[3] = {-1, -1, -1};
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

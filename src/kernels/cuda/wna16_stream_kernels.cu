@@ -1,0 +1,427 @@
+// The stream GEMM of `cuda_wna16_fast` for few tokens on sm_90 (layout: wna16_fast_layout.h):
+// y^T = W^T x^T with mma.sync m16n8k16 like the tiled kernel, but fed by a producer warp.
+//
+// Why: at M <= 16 the tiled kernel spends ~150 instructions per warp and k-tile, half of them on
+// cp.async address and predicate bookkeeping, and is issue-bound at ~40 % of the weight floor. Here
+// one producer warp moves each stage with a handful of `cp.async.bulk` copies (the codes of one
+// column block are contiguous along k, so one copy per column block, one per token row of x and one
+// per scale / zero group), completing on an mbarrier; the 8 consumer warps only load fragments from
+// shared memory, dequantize and multiply.
+//
+// Work split (stream-K): the k-stages of all column tiles form one sequence, tile after tile; block b
+// of the persistent grid takes stages [b*T/G, (b+1)*T/G) of it, so every block streams the same
+// number of bytes. A block's range cuts tiles into segments; a tile covered by one segment is written
+// directly, otherwise every segment writes f32 partials into its slot and the last to arrive sums the
+// slots in slot order (deterministic) and writes y.
+//
+// Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
+// stage s have landed; empty[s] when the 8 consumer warps have read slot s. Stage i of the block uses
+// slot i % stages and phase (i / stages) & 1 on both barriers, the same count on both sides because
+// producer and consumers walk the same segment list.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/wna16_fast_device.cuh"
+#include "kernels/cuda/wna16_fast_kernels.h"
+
+namespace qlm::cuda {
+namespace {
+
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumers = kConsumerWarps * 32;
+constexpr int kThreads = kConsumers + 32;  // + the producer warp
+constexpr int kWN = 4;                     // consumer warps (column blocks of 64) along N
+constexpr int kWK = 2;                     // consumer warps along K
+constexpr int kCols = kWN * 64;
+constexpr int kRedRow = kCols + 4;  // floats per token row of the reduction tile
+constexpr int kMaxStages = 8;
+
+template <int BITS, int MT>
+struct StreamShape {
+  static constexpr int V = BITS / 4;
+  static constexpr int KS = 8 / V;  // k-tiles per stage: 16 KB of codes per stage for either width
+  static constexpr int TM = 8 * MT;
+  static constexpr int KH = KS / kWK;        // k-tiles per consumer warp and stage
+  static constexpr int XRow = KS * 16 + 16;  // halves per token row (padded: conflict-free B loads)
+  static constexpr int kCodeBytes = kWN * KS * V * 512;
+  static constexpr int kXBytes = TM * XRow * 2;
+  static constexpr int kRedBytes = TM * kRedRow * 4;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
+
+// The block that holds stage q of a sequence of T stages split over G blocks: the largest b with
+// floor(b * T / G) <= q.
+__device__ __forceinline__ int64_t owner_of(int64_t q, int64_t T, int64_t G) { return ((q + 1) * G + T - 1) / T - 1; }
+#endif
+
+template <int BITS, bool BF16, int MT, bool ZP>
+__global__ void __launch_bounds__(kThreads, 1)
+    stream_kernel(const Wna16FastArgs w, const uint16_t* __restrict__ x, int64_t ldx, int M, int stages,
+                  int stage_bytes, int par_bytes, int64_t max_segments, float* __restrict__ ws,
+                  unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using S = StreamShape<BITS, MT>;
+  constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
+  constexpr int kCodeBytes = S::kCodeBytes, kXBytes = S::kXBytes;
+  constexpr int KH = S::KH;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bars[2 * kMaxStages];  // full[0..stages), empty[kMaxStages..)
+  __shared__ bool last_segment;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t n_blocks = w.n_blocks, k_tiles = w.k_tiles;
+  const int tpg = static_cast<int>(w.tiles_per_group);
+  const int64_t per_tile = (k_tiles + KS - 1) / KS;  // stages per column tile
+  const int64_t n_tiles = (n_blocks + kWN - 1) / kWN;
+  const int64_t T = n_tiles * per_tile, G = gridDim.x;
+  const int64_t q_begin = blockIdx.x * T / G, q_end = (blockIdx.x + 1) * T / G;
+  const int rows = min(TM, M);
+  const uint32_t sbase = smem_addr(smem);
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
+
+  if (tid == 0) {
+    for (int i = 0; i < stages; ++i) {
+      mbar_init(full0 + 8 * i, 1);
+      mbar_init(empty0 + 8 * i, kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {  // producer
+    const uint64_t policy = evict_first_policy();
+    const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
+    const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
+    const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
+    int64_t i = 0;  // stage count of this block
+    for (int64_t q = q_begin; q < q_end; ++q, ++i) {
+      const int64_t nt = q / per_tile, k0 = (q % per_tile) * KS;
+      const int64_t nb0 = nt * kWN;
+      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
+      const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
+      const int64_t g_lo = k0 / tpg;
+      const int ng = static_cast<int>((k0 + nkt - 1) / tpg - g_lo + 1);
+      const int slot = static_cast<int>(i % stages);
+      if (i >= stages) mbar_wait(empty0 + 8 * slot, static_cast<uint32_t>((i / stages - 1) & 1));
+      const uint32_t code_bytes = nkt * V * 512;
+      const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
+      const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
+      if (lane == 0) mbar_expect_tx(bar, bytes);
+      __syncwarp();
+      if (lane < nvalid)
+        bulk_load_hint(base + lane * (KS * V * 512), codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), code_bytes, bar,
+                       policy);
+      if (lane < rows) bulk_load(base + kCodeBytes + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
+      if (lane < ng) {
+        const int64_t src = ((g_lo + lane) * n_blocks + nb0) * 8;
+        const uint32_t dst = base + kCodeBytes + kXBytes + lane * (kWN * 128);
+        bulk_load(dst, scales + src, nvalid * 128, bar);
+        if constexpr (ZP) bulk_load(dst + par_bytes, zeros + src, nvalid * 128, bar);
+      }
+    }
+    return;
+  }
+
+  // Consumers: warp (wn, wk) owns column block wn of the tile and k-tiles [wk*KH, (wk+1)*KH) of each stage.
+  const int wn = warp % kWN, wk = warp / kWN;
+  const int g = lane >> 2, t = lane & 3;
+  float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
+  const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
+  int64_t i = 0;
+  int64_t q = q_begin;
+  while (q < q_end) {
+    const int64_t nt = q / per_tile, j0 = q % per_tile;
+    const int64_t j1 = min(per_tile, j0 + (q_end - q));  // this segment: stages [j0, j1) of tile nt
+    const int64_t nb0 = nt * kWN;
+    const bool warp_active = nb0 + wn < n_blocks;
+
+    float acc[4][MT][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+
+    // Group of the stage's first k-tile (gl, rl) and of this warp's first k-tile (ga, ra): index and
+    // position inside the group, advanced by counting instead of dividing per k-tile.
+    int64_t gl = (j0 * KS) / tpg;
+    int rl = static_cast<int>((j0 * KS) % tpg);
+    int64_t ga = (j0 * KS + wk * KH) / tpg;
+    int ra = static_cast<int>((j0 * KS + wk * KH) % tpg);
+    for (int64_t j = j0; j < j1; ++j, ++i) {
+      const int slot = static_cast<int>(i % stages);
+      mbar_wait(full0 + 8 * slot, static_cast<uint32_t>((i / stages) & 1));
+      const int64_t k0 = j * KS;
+      if (warp_active) {
+        const unsigned char* sp = smem + slot * stage_bytes;
+        const uint4* sc = reinterpret_cast<const uint4*>(sp);
+        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
+        const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes);
+        const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes);
+        int64_t gk = ga;
+        int rk = ra;
+#pragma unroll
+        for (int ii = 0; ii < KH; ++ii) {
+          const int kl = wk * KH + ii;
+          if (k0 + kl < k_tiles) {
+            uint4 wv[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) wv[v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
+            const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
+            const uint4 sv = ss[pi];
+            uint4 zv = zconst;
+            if constexpr (ZP) zv = sz[pi];
+            uint2 xb[MT];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+              xb[mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              uint32_t a[4];
+              dequant_block_tile<BITS, BF16>(wv, sv, zv, jj, a);
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[mt].x, xb[mt].y);
+            }
+          }
+          if (++rk == tpg) {
+            rk = 0;
+            ++gk;
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+      // Next stage: both positions move by KS k-tiles.
+      rl += KS;
+      ra += KS;
+      while (rl >= tpg) rl -= tpg, ++gl;
+      while (ra >= tpg) ra -= tpg, ++ga;
+    }
+
+    // Sum the two k-halves: [token][column] floats in the reduction tile (not part of the ring).
+#pragma unroll
+    for (int h = 0; h < kWK; ++h) {
+      if (wk == h) {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const int nl = wn * 64 + 16 * jj + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
+              float* p = red + ml * kRedRow + nl;
+              *p = h == 0 ? acc[jj][mt][c] : *p + acc[jj][mt][c];
+            }
+      }
+      consumer_sync();
+    }
+
+    const int64_t n0 = nb0 * 64;
+    if (j0 == 0 && j1 == per_tile) {  // the whole tile: write y
+      for (int e = tid; e < rows * kCols; e += kConsumers) {
+        const int ml = e / kCols, nl = e % kCols;
+        const int64_t n = n0 + nl;
+        if (n < w.N) {
+          float v = red[ml * kRedRow + nl];
+          if (bias) v += bias[n];
+          y[ml * w.N + n] = to_bits(v, BF16);
+        }
+      }
+    } else {
+      const int64_t tile_q0 = nt * per_tile;
+      const int64_t first = owner_of(tile_q0, T, G);
+      const int64_t segments = owner_of(tile_q0 + per_tile - 1, T, G) - first + 1;
+      constexpr int kTileFloats = TM * kCols;
+      float* tile_ws = ws + nt * max_segments * kTileFloats;
+      float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
+      for (int e = tid; e < rows * kCols; e += kConsumers) __stcg(mine + e, red[(e / kCols) * kRedRow + e % kCols]);
+      __threadfence();
+      consumer_sync();
+      if (tid == 0) last_segment = atomicAdd(counters + nt, 1u) == static_cast<unsigned>(segments - 1);
+      consumer_sync();
+      if (last_segment) {
+        __threadfence();
+        for (int e = tid; e < rows * kCols; e += kConsumers) {
+          const int ml = e / kCols, nl = e % kCols;
+          const int64_t n = n0 + nl;
+          if (n < w.N) {
+            float v = 0.0f;
+            for (int64_t sgm = 0; sgm < segments; ++sgm) v += __ldcg(tile_ws + sgm * kTileFloats + e);
+            if (bias) v += bias[n];
+            y[ml * w.N + n] = to_bits(v, BF16);
+          }
+        }
+        if (tid == 0) counters[nt] = 0u;
+      }
+    }
+    consumer_sync();  // the reduction tile and last_segment are reused by the next segment
+    q += j1 - j0;
+  }
+#else
+  static_assert(StreamShape<BITS, MT>::KH > 0);
+  __trap();  // sm_90 only: the host never launches it elsewhere (wna16_stream_usable)
+#endif
+}
+
+template <int BITS, bool BF16, int MT, bool ZP>
+int stage_bytes_of(int par_bytes) {
+  using S = StreamShape<BITS, MT>;
+  return S::kCodeBytes + S::kXBytes + (ZP ? 2 : 1) * par_bytes;
+}
+
+// Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
+template <int BITS, bool BF16, int MT, bool ZP>
+int smem_limit() {
+  static const int limit = [] {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      return 0;
+    const int usable = optin - 1024;  // the static barriers and flag
+    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             usable) != cudaSuccess)
+      return 0;
+    return usable;
+  }();
+  return limit;
+}
+
+struct Plan {
+  int stages = 0, stage_bytes = 0, par_bytes = 0;
+  size_t smem = 0;
+};
+
+template <int BITS, bool BF16, int MT, bool ZP>
+Plan plan_of(const Wna16FastArgs& w) {
+  using S = StreamShape<BITS, MT>;
+  const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
+  const int gslots = static_cast<int>(std::min<int64_t>(S::KS, (S::KS - 1) / tpg + 2));
+  Plan p;
+  p.par_bytes = gslots * kWN * 128;
+  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes);
+  const int limit = smem_limit<BITS, BF16, MT, ZP>();
+  p.stages = std::min<int>(kMaxStages, (limit - S::kRedBytes) / p.stage_bytes);
+  if (p.stages < 2) p.stages = 0;
+  p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + S::kRedBytes;
+  return p;
+}
+
+template <int BITS, bool BF16, int MT, bool ZP>
+cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
+                   unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
+  const Plan p = plan_of<BITS, BF16, MT, ZP>(w);
+  if (p.stages == 0) return cudaErrorInvalidValue;
+  stream_kernel<BITS, BF16, MT, ZP><<<blocks, kThreads, p.smem, stream>>>(
+      w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
+      wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+  return cudaGetLastError();
+}
+
+template <typename F>
+auto dispatch(int bits, bool bf16, int mt, bool zp, F&& f) {
+#define QLM_W4S_CASE(B, H, T, Z) \
+  if (bits == B && bf16 == H && mt == T && zp == Z) return f.template operator()<B, H, T, Z>();
+#define QLM_W4S_MT(B, H, Z) QLM_W4S_CASE(B, H, 1, Z) QLM_W4S_CASE(B, H, 2, Z) QLM_W4S_CASE(B, H, 4, Z)
+#define QLM_W4S_Z(B, H) QLM_W4S_MT(B, H, false) QLM_W4S_MT(B, H, true)
+  QLM_W4S_Z(4, true)
+  QLM_W4S_Z(4, false) QLM_W4S_Z(8, true) QLM_W4S_Z(8, false)
+#undef QLM_W4S_Z
+#undef QLM_W4S_MT
+#undef QLM_W4S_CASE
+      return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
+}
+
+struct UsableF {
+  const Wna16FastArgs& w;
+  template <int B, bool H, int T, bool Z>
+  bool operator()() const {
+    return plan_of<B, H, T, Z>(w).stages >= 2;
+  }
+};
+
+struct LaunchF {
+  const Wna16FastArgs& w;
+  const void* x;
+  int64_t ldx, M;
+  int blocks;
+  float* ws;
+  unsigned* counters;
+  const float* bias;
+  void* y;
+  cudaStream_t stream;
+  template <int B, bool H, int T, bool Z>
+  cudaError_t operator()() const {
+    return launch<B, H, T, Z>(w, x, ldx, M, blocks, ws, counters, bias, y, stream);
+  }
+};
+
+int stages_per_tile(const Wna16FastArgs& w) {
+  const int64_t ks = 8 / (w.bits / 4);
+  return static_cast<int>((w.k_tiles + ks - 1) / ks);
+}
+
+}  // namespace
+
+int64_t wna16_stream_stage_count(const Wna16FastArgs& w) {
+  return stages_per_tile(w) * ((w.n_blocks + kWN - 1) / kWN);
+}
+
+int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t, int blocks) {
+  // A tile of P consecutive stages meets at most ceil(P * G / T) + 1 of the G equal block ranges.
+  const int64_t P = stages_per_tile(w), T = wna16_stream_stage_count(w), G = std::max(1, blocks);
+  return (P * G + T - 1) / T + 1;
+}
+
+bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
+  if (mt != 1 && mt != 2 && mt != 4) return false;
+  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr, UsableF{w});
+}
+
+cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
+                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
+  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr,
+                  LaunchF{w, x, ldx, M, blocks, ws, counters, bias, y, stream});
+}
+
+}  // namespace qlm::cuda
