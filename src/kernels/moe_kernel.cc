@@ -19,6 +19,10 @@ Tensor MoEKernel::run_device(const Tensor& x, const Tensor&) const {
        "fused-MoE kernel {} has no device path (input on {})", name(), x.device().str());
 }
 
+std::string MoEKernel::device_host_wait(int64_t) const {
+  return fmt::format("fused-MoE kernel {} does not say that its device path avoids host waits", name());
+}
+
 MoERouting make_routing(int64_t tokens, int64_t top_k, int64_t num_experts, std::vector<int32_t> ids,
                         std::vector<float> weights) {
   QLM_CHECK(tokens >= 0 && top_k > 0 && num_experts > 0);

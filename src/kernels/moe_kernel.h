@@ -87,6 +87,9 @@ class MoEKernel {
   // kernel's device; returns this rank's partial output F32 [T, H] on the device, routed with
   // top_k and renormalize of the config. Host kernels refuse (kernel.device).
   virtual Tensor run_device(const Tensor& x, const Tensor& router_logits) const;
+  // Why run_device on `tokens` tokens waits for the host (e.g. reads the expert counts there), which
+  // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: it waits.
+  virtual std::string device_host_wait(int64_t tokens) const;
 };
 
 using MoEKernelRegistry = KernelRegistry<MoEKernelConfig, MoEKernel>;

@@ -94,6 +94,9 @@ class FusedMoE {
   Tensor forward(const Tensor& x, const Tensor& router_logits);
   // The same with a routing computed elsewhere (tests, other routers).
   Tensor forward(const Tensor& x, const MoERouting& routing);
+  // Why the device forward on `tokens` tokens waits for the host (MoEMethod::device_host_wait);
+  // empty when a CUDA graph can capture it.
+  std::string device_host_wait(int64_t tokens) const { return method_->device_host_wait(tokens); }
 
  private:
   Tensor forward_device(const Tensor& x, const Tensor& router_logits);

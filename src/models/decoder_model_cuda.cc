@@ -106,8 +106,10 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
 
 std::string DecoderModel::decode_graph_obstacle() const {
   if (!options_.cuda_graph) return "off (--cuda-graph off)";
-  for (const Block& b : blocks_)
-    if (b.moe) return "mixture-of-experts layers read their expert counts on the host";
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    if (blocks_[i].moe)
+      if (const std::string why = blocks_[i].moe->device_host_wait(1); !why.empty())
+        return fmt::format("mixture-of-experts layer {}: {}", i, why);
   return "";
 }
 

@@ -27,6 +27,9 @@ class MoEBlock {
   // h [T, H] (normalised hidden states) -> the MLP output [T, H], reduced over ranks: F32 on the
   // host, or with h on a CUDA device (in the act dtype) F32 on that device (moe_block_cuda.cc).
   Tensor forward(const Tensor& h);
+  // Why forward() on `tokens` tokens on a device waits for the host (the routed experts; the router
+  // and the shared expert are linear layers, which never wait); empty when a graph can capture it.
+  std::string device_host_wait(int64_t tokens) const { return experts_->device_host_wait(tokens); }
   FusedMoE& experts() { return *experts_; }
   const FusedMoE& experts() const { return *experts_; }
 

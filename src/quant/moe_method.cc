@@ -11,6 +11,10 @@ Tensor MoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor&) 
        "MoE method {} has no device path (input on {})", name(), x.device().str());
 }
 
+std::string MoEMethod::device_host_wait(int64_t) const {
+  return fmt::format("MoE method {} does not say that its device path avoids host waits", name());
+}
+
 namespace {
 // The experts' weight-only integer methods (null when a projection is in another format).
 WNA16LinearMethod* wna16_method(LinearLayer* l) { return dynamic_cast<WNA16LinearMethod*>(&l->method()); }
@@ -155,6 +159,11 @@ Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const
          "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
          layer.prefix());
   return kernel_->run_device(x, router_logits);
+}
+
+std::string ExpertwiseMoEMethod::device_host_wait(int64_t tokens) const {
+  if (!kernel_) return "its MoE kernel is not created yet";
+  return kernel_->device_host_wait(tokens);
 }
 
 }  // namespace qlm

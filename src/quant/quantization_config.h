@@ -82,6 +82,9 @@ class MoEMethod {
   // The same on a device: x [T, H] in the act dtype and router logits [T, E] on the layer's device;
   // routes there and returns the partial output F32 [T, H] on the device. Default: refused.
   virtual Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits);
+  // Why apply_device on `tokens` tokens waits for the host (reads device results there), which
+  // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: waits.
+  virtual std::string device_host_wait(int64_t tokens) const;
   virtual std::string describe() const = 0;
 };
 // Later issues implement this; declared here so configs can answer for every layer kind.

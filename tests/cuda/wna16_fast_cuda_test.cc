@@ -39,10 +39,27 @@ class CudaWna16FastTest : public ::testing::Test {
         fmt::format("{} act={} path={}", testing::wna16_spec_str(spec), dtype_name(act), static_cast<int>(path)));
     set_wna16_fast_path(path);
     const auto gen = testing::random_wna16(spec);
+    if (path != Wna16FastPath::Auto) {  // the forced path is the one that runs (or its documented fallback)
+      auto kernel = MPKernelRegistry::instance()
+                        .find("cuda_wna16_fast")
+                        ->create(testing::wna16_config(spec, act, Device::cuda(0), capability_));
+      kernel->prepare(gen.weights);
+      for (int64_t M : Ms) EXPECT_EQ(kernel->path(M), expected_path(path, M)) << "M=" << M;
+    }
     testing::run_wna16_against_cpu_ref("cuda_wna16_fast", spec, gen.weights, act, Device::cuda(0), capability_, Ms,
                                        [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
                                          EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
                                        });
+  }
+
+  // What path(M) reports with `path` forced: the stream kernel runs M <= 32 on sm_90, else tiled.
+  std::string expected_path(Wna16FastPath path, int64_t M) const {
+    switch (path) {
+      case Wna16FastPath::Gemv: return "gemv";
+      case Wna16FastPath::Cublas: return "dequant+cublas";
+      case Wna16FastPath::Stream: return M <= 32 && capability_ >= 90 ? "stream" : "tiled";
+      default: return "tiled";
+    }
   }
 
   int capability_ = 0;

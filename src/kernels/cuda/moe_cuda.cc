@@ -127,6 +127,15 @@ class CudaGroupedMoE final : public MoEKernel {
          "cuda_grouped runs on {} and got input on {}", cfg_.device.str(), x.device().str());
   }
 
+  std::string device_host_wait(int64_t tokens) const override {
+    const int64_t E = cfg_.num_experts, R = tokens * cfg_.top_k;
+    if (!own_wna16_) return "its experts are not all weight-only integer: they run one by one after the expert counts are read on the host";
+    if (!grouped_) return "its experts differ in bit width: they run one by one after the expert counts are read on the host";
+    if (R > kGroupedRowsPerExpert * E || (R + tile_m_for(R) - 1) / tile_m_for(R) + E > 65535)
+      return fmt::format("{} routed rows for {} experts run one by one after the expert counts are read on the host", R, E);
+    return "";
+  }
+
   Tensor run_device(const Tensor& x, const Tensor& logits) const override {
     const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;
     QLM_CHECK(x.dim() == 2 && x.size(1) == H && x.dtype() == cfg_.act_dtype && x.device() == cfg_.device &&
@@ -147,10 +156,7 @@ class CudaGroupedMoE final : public MoEKernel {
              .weights = weights,
              .tile_m = 1};
     const bool grouped = grouped_ && R <= kGroupedRowsPerExpert * E;
-    if (grouped) {
-      const int64_t avg = (R + E - 1) / E;
-      r.tile_m = avg <= 1 ? 1 : avg <= 2 ? 2 : avg <= 4 ? 4 : 8;
-    }
+    if (grouped) r.tile_m = tile_m_for(R);
     QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
                                              r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
                                              r.slot_row.data<int32_t>(), ctx.stream));
@@ -163,6 +169,12 @@ class CudaGroupedMoE final : public MoEKernel {
   }
 
  private:
+  // Rows per tile of the grouped launch for R routed rows: about the rows one expert gets.
+  int64_t tile_m_for(int64_t R) const {
+    const int64_t avg = (R + cfg_.num_experts - 1) / cfg_.num_experts;
+    return avg <= 1 ? 1 : avg <= 2 ? 2 : avg <= 4 ? 4 : 8;
+  }
+
   // The routing on the device (launch_moe_align's outputs).
   struct Routed {
     Tensor offsets, tile_offsets, row_token, slot_row, weights;

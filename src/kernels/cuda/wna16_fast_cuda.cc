@@ -326,9 +326,10 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled).
   Wna16FastPath path_for(int64_t M) const {
     Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
-    if (path == Wna16FastPath::Stream && !stream_usable(M))
+    if (path == Wna16FastPath::Stream && !stream_usable(M)) {
       path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false);
-    if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but cannot run here
+      if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but it cannot run here
+    }
     if (path == Wna16FastPath::Tiled &&
         (tiled_occupancy(cuda::wna16_tiled_mt(M)) == 0 || a_.N_pad / cuda::kWna16TiledCols >= 65535))
       path = Wna16FastPath::Gemv;
