@@ -16,8 +16,8 @@
 //
 // Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
 // stage s have landed; empty[s] when the 8 consumer warps have read slot s. Stage i of the block uses
-// slot i % stages and phase (i / stages) & 1 on both barriers, the same count on both sides because
-// producer and consumers walk the same segment list.
+// slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the same on
+// both sides because producer and consumers walk the same stage sequence.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -133,16 +133,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
     const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
     const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
-    int64_t i = 0;  // stage count of this block
-    for (int64_t q = q_begin; q < q_end; ++q, ++i) {
-      const int64_t nt = q / per_tile, k0 = (q % per_tile) * KS;
+    // Position by counting, never dividing inside the loop (one warp issues every copy of the SM: a
+    // 64-bit division per stage made it the bottleneck). Tile nt, stage j of it, the group g_lo of its
+    // first k-tile and the position r_lo inside that group; ring slot and phase.
+    int64_t nt = q_begin / per_tile, j = q_begin % per_tile;
+    int64_t g_lo = j * KS / tpg;
+    int r_lo = static_cast<int>(j * KS % tpg);
+    int slot = 0;
+    uint32_t phase = 0;
+    for (int64_t q = q_begin; q < q_end; ++q) {
+      const int64_t k0 = j * KS;
       const int64_t nb0 = nt * kWN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
       const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
-      const int64_t g_lo = k0 / tpg;
-      const int ng = static_cast<int>((k0 + nkt - 1) / tpg - g_lo + 1);
-      const int slot = static_cast<int>(i % stages);
-      if (i >= stages) mbar_wait(empty0 + 8 * slot, static_cast<uint32_t>((i / stages - 1) & 1));
+      int ng = 1;
+      for (int r = r_lo + nkt - 1; r >= tpg; r -= tpg) ++ng;
+      if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
       const uint32_t code_bytes = nkt * V * 512;
       const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
       const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
@@ -158,6 +164,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         bulk_load(dst, scales + src, nvalid * 128, bar);
         if constexpr (ZP) bulk_load(dst + par_bytes, zeros + src, nvalid * 128, bar);
       }
+      if (++slot == stages) slot = 0, phase ^= 1u;
+      if (++j == per_tile) {
+        j = 0, ++nt, g_lo = 0, r_lo = 0;
+      } else {
+        for (r_lo += KS; r_lo >= tpg; r_lo -= tpg) ++g_lo;
+      }
     }
     return;
   }
@@ -167,7 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int g = lane >> 2, t = lane & 3;
   float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
-  int64_t i = 0;
+  int slot = 0;  // ring slot and phase of the next stage, advanced like the producer's
+  uint32_t phase = 0;
   int64_t q = q_begin;
   while (q < q_end) {
     const int64_t nt = q / per_tile, j0 = q % per_tile;
@@ -189,9 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int rl = static_cast<int>((j0 * KS) % tpg);
     int64_t ga = (j0 * KS + wk * KH) / tpg;
     int ra = static_cast<int>((j0 * KS + wk * KH) % tpg);
-    for (int64_t j = j0; j < j1; ++j, ++i) {
-      const int slot = static_cast<int>(i % stages);
-      mbar_wait(full0 + 8 * slot, static_cast<uint32_t>((i / stages) & 1));
+    for (int64_t j = j0; j < j1; ++j) {
+      mbar_wait(full0 + 8 * slot, phase);
       const int64_t k0 = j * KS;
       if (warp_active) {
         const unsigned char* sp = smem + slot * stage_bytes;
@@ -232,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+      if (++slot == stages) slot = 0, phase ^= 1u;
       // Next stage: both positions move by KS k-tiles.
       rl += KS;
       ra += KS;
