@@ -205,42 +205,57 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t j = j0; j < j1; ++j) {
       mbar_wait(full0 + 8 * slot, phase);
       const int64_t k0 = j * KS;
-      if (warp_active) {
+      // This warp's k-tiles of the stage that exist (all KH but in a tile's last, partial stage).
+      const int64_t left = k_tiles - (k0 + wk * KH);
+      if (warp_active && left > 0) {
         const unsigned char* sp = smem + slot * stage_bytes;
         const uint4* sc = reinterpret_cast<const uint4*>(sp);
         const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
         const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes);
         const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes);
-        int64_t gk = ga;
-        int rk = ra;
+        // All loads of the warp's k-tiles first, then the math: the shared-memory latency is paid once
+        // per stage, not once per k-tile. `valid` is KH (a constant after inlining) but in partial stages.
+        auto compute = [&](const int valid) {
+          uint4 wv[KH][V], sv[KH], zv[KH];
+          uint2 xb[KH][MT];
+          int64_t gk = ga;
+          int rk = ra;
 #pragma unroll
-        for (int ii = 0; ii < KH; ++ii) {
-          const int kl = wk * KH + ii;
-          if (k0 + kl < k_tiles) {
-            uint4 wv[V];
+          for (int ii = 0; ii < KH; ++ii) {
+            const int kl = wk * KH + ii;
+            if (ii < valid) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) wv[v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
-            const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
-            const uint4 sv = ss[pi];
-            uint4 zv = zconst;
-            if constexpr (ZP) zv = sz[pi];
-            uint2 xb[MT];
+              for (int v = 0; v < V; ++v) wv[ii][v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
+              const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
+              sv[ii] = ss[pi];
+              zv[ii] = zconst;
+              if constexpr (ZP) zv[ii] = sz[pi];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-              xb[mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              uint32_t a[4];
-              dequant_block_tile<BITS, BF16>(wv, sv, zv, jj, a);
-#pragma unroll
-              for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[mt].x, xb[mt].y);
+              for (int mt = 0; mt < MT; ++mt)
+                xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
+            }
+            if (++rk == tpg) {
+              rk = 0;
+              ++gk;
             }
           }
-          if (++rk == tpg) {
-            rk = 0;
-            ++gk;
+#pragma unroll
+          for (int ii = 0; ii < KH; ++ii) {
+            if (ii < valid) {
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj) {
+                uint32_t a[4];
+                dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
+              }
+            }
           }
-        }
+        };
+        if (left >= KH)
+          compute(KH);
+        else
+          compute(static_cast<int>(left));
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * slot);
