@@ -5,7 +5,7 @@
 // cp.async address and predicate bookkeeping, and is issue-bound at ~40 % of the weight floor. Here
 // one producer warp moves each stage with a handful of `cp.async.bulk` copies (the codes of one
 // column block are contiguous along k, so one copy per column block, one per token row of x and one
-// per scale / zero group), completing on an mbarrier; the 8 consumer warps only load fragments from
+// per scale / zero group), completing on an mbarrier; the 8 or 16 consumer warps only load fragments from
 // shared memory, dequantize and multiply.
 //
 // Work split (stream-K): the k-stages of all column tiles form one sequence, tile after tile; block b
@@ -15,7 +15,7 @@
 // slots in slot order (deterministic) and writes y.
 //
 // Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
-// stage s have landed; empty[s] when the 8 consumer warps have read slot s. Stage i of the block uses
+// stage s have landed; empty[s] when every consumer warp has read slot s. Stage i of the block uses
 // slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the same on
 // both sides because producer and consumers walk the same stage sequence.
 #include <cuda_bf16.h>
@@ -29,17 +29,19 @@
 namespace qlm::cuda {
 namespace {
 
-constexpr int kConsumerWarps = 8;
-constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kWN = 4;                     // consumer warps (column blocks of 64) along N
-constexpr int kWK = 2;                     // consumer warps along K
 constexpr int kCols = kWN * 64;
 constexpr int kRedRow = kCols + 4;  // floats per token row of the reduction tile
 constexpr int kMaxStages = 8;
 
 template <int BITS, int MT>
 struct StreamShape {
+  // Consumer warps: 4 along N (one per column block) x kWK along K. 16 for one or two m-tiles (more
+  // warps to hide the dependent shared-memory -> dequantize -> MMA chains), 8 for four (registers).
+  static constexpr int kConsumerWarps = MT <= 2 ? 16 : 8;
+  static constexpr int kWK = kConsumerWarps / kWN;
+  static constexpr int kConsumers = kConsumerWarps * 32;
+  static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr int V = BITS / 4;
   static constexpr int KS = 8 / V;  // k-tiles per stage: 16 KB of codes per stage for either width
   static constexpr int TM = 8 * MT;
@@ -87,7 +89,10 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, ui
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
       : "memory");
 }
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
+template <int kConsumers>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+}
 
 // The block that holds stage q of a sequence of T stages split over G blocks: the largest b with
 // floor(b * T / G) <= q.
@@ -95,7 +100,7 @@ __device__ __forceinline__ int64_t owner_of(int64_t q, int64_t T, int64_t G) { r
 #endif
 
 template <int BITS, bool BF16, int MT, bool ZP>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     stream_kernel(const Wna16FastArgs w, const uint16_t* __restrict__ x, int64_t ldx, int M, int stages,
                   int stage_bytes, int par_bytes, int64_t max_segments, float* __restrict__ ws,
                   unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
@@ -103,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using S = StreamShape<BITS, MT>;
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes, kXBytes = S::kXBytes;
-  constexpr int KH = S::KH;
+  constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxStages];  // full[0..stages), empty[kMaxStages..)
   __shared__ bool last_segment;
@@ -282,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               *p = h == 0 ? acc[jj][mt][c] : *p + acc[jj][mt][c];
             }
       }
-      consumer_sync();
+      consumer_sync<kConsumers>();
     }
 
     const int64_t n0 = nb0 * 64;
@@ -305,9 +310,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
       for (int e = tid; e < rows * kCols; e += kConsumers) __stcg(mine + e, red[(e / kCols) * kRedRow + e % kCols]);
       __threadfence();
-      consumer_sync();
+      consumer_sync<kConsumers>();
       if (tid == 0) last_segment = atomicAdd(counters + nt, 1u) == static_cast<unsigned>(segments - 1);
-      consumer_sync();
+      consumer_sync<kConsumers>();
       if (last_segment) {
         __threadfence();
         for (int e = tid; e < rows * kCols; e += kConsumers) {
@@ -323,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) counters[nt] = 0u;
       }
     }
-    consumer_sync();  // the reduction tile and last_segment are reused by the next segment
+    consumer_sync<kConsumers>();  // the reduction tile and last_segment are reused by the next segment
     q += j1 - j0;
   }
 #else
@@ -380,7 +385,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
                    unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
   const Plan p = plan_of<BITS, BF16, MT, ZP>(w);
   if (p.stages == 0) return cudaErrorInvalidValue;
-  stream_kernel<BITS, BF16, MT, ZP><<<blocks, kThreads, p.smem, stream>>>(
+  stream_kernel<BITS, BF16, MT, ZP><<<blocks, StreamShape<BITS, MT>::kThreads, p.smem, stream>>>(
       w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
       wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
   return cudaGetLastError();
