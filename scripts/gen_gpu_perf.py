@@ -2,10 +2,12 @@
 """GPU linear-layer table of docs/performance.md from one run of scripts/bench_gpu.sh.
 
 Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl]
-           [--fp8-rerun QLM_FP8.jsonl TORCH_FP8.jsonl] [docs/performance.md] [--stdout]
+           [--fp8-rerun QLM_FP8.jsonl TORCH_FP8.jsonl] [--qlm-rerun QLM.jsonl] [docs/performance.md] [--stdout]
 Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->. Standard library only.
 --fp8-rerun: the fp8 records (qlm's fp8 format, torch's fp8 peers) come from a later run of only those
 (`qlm bench-linear --format fp8` per shape; `scripts/bench_gpu_torch.py --peers torch_scaled_mm_fp8,...`).
+--qlm-rerun: qlm's records of every format in QLM.jsonl (e.g. `FORMATS=gptq TORCH=0 scripts/bench_gpu.sh`)
+replace those of the main run; the peers stay from the main run.
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
 import json
@@ -151,6 +153,11 @@ def main():
         i = argv.index("--fp8-rerun")
         rerun = (argv[i + 1], argv[i + 2])
         del argv[i:i + 3]
+    qlm_rerun = None
+    if "--qlm-rerun" in argv:
+        i = argv.index("--qlm-rerun")
+        qlm_rerun = argv[i + 1]
+        del argv[i:i + 2]
     args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
         print(__doc__)
@@ -162,6 +169,13 @@ def main():
                 f"`qlm bench-linear --format fp8` and `scripts/bench_gpu_torch.py` peers, same timing method), made "
                 f"after the FP8 kernels changed (large-M rule, then the activation quantizer); qlm and torch fp8 are "
                 f"from that one run. The decode rows come from their own runs (`--decode` file).")
+    if qlm_rerun:
+        later = load(qlm_rerun)
+        formats = {r["format"] for r in later}
+        qlm_recs = [r for r in qlm_recs if r["format"] not in formats] + later
+        note += (f" **qlm's {', '.join(sorted(formats))} rows come from a later run** (`{qlm_rerun}`, same "
+                 f"`qlm bench-linear` command and timing) made after those kernels changed; the peer columns "
+                 f"are from the main run.")
     text = render(torch_recs, qlm_recs, decode, note)
     if "--stdout" in sys.argv:
         print(text)

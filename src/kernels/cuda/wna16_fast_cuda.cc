@@ -18,8 +18,12 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// Up to this M the stream kernel runs (sm_90; not measured yet: first GPU run of this rule pending).
-constexpr int64_t kWna16FastStreamMaxM = 16;
+// The stream kernel runs up to this M on layers of at least kWna16FastStreamMinKN weights (sm_90).
+// Measured on the H200 (docs/w4a16-kernel-notes.md, v5): at M = 1 it beats the tiled kernel by 7-17 %
+// on 70b.qkv / 8b.gate_up / 70b.gate_up / 70b.down and is 2-15 % behind it on smaller layers (its
+// fixed costs: one pipeline fill per SM, partial sums of split tiles); from M = 8 it is even or behind.
+constexpr int64_t kWna16FastStreamMaxM = 4;
+constexpr double kWna16FastStreamMinKN = 7.5e7;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -57,7 +61,10 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
   const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
-  if (stream_ok && M <= std::min<int64_t>(stream_max, 32)) return Wna16FastPath::Stream;
+  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 176 stream, v5a).
+  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
+  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
+    return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;

@@ -13,14 +13,15 @@ namespace qlm {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4 };
 
-// The path the rule picks for M tokens of a K x N layer (never Auto): stream for M <= 16, tiled below the cuBLAS bound,
+// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 4,
+// on layers of K * N >= 7.5e7 (sm_90), tiled below the cuBLAS bound,
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 in
 // docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
 // only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48.
 // 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
-// (gemv / tiled / stream / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M).
+// (gemv / tiled / stream / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M on every layer).
 // stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes on as
 // if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true);
