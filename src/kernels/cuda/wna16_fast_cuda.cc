@@ -61,7 +61,7 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
   const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
-  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 176 stream, v5a).
+  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
   const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
   if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
     return Wna16FastPath::Stream;

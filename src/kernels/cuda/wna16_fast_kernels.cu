@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/wna16_fast_device.cuh"
+#include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
@@ -235,21 +236,6 @@ int occupancy_of() {
   return cached;
 }
 
-// Calls f.template operator()<BITS, BF16, MT, ZP>() for the run-time values.
-template <typename F>
-auto dispatch(int bits, bool bf16, int mt, bool zp, F&& f) {
-#define QLM_W4F_CASE(B, H, T, Z) \
-  if (bits == B && bf16 == H && mt == T && zp == Z) return f.template operator()<B, H, T, Z>();
-#define QLM_W4F_MT(B, H, Z) QLM_W4F_CASE(B, H, 1, Z) QLM_W4F_CASE(B, H, 2, Z) QLM_W4F_CASE(B, H, 4, Z)
-#define QLM_W4F_Z(B, H) QLM_W4F_MT(B, H, false) QLM_W4F_MT(B, H, true)
-  QLM_W4F_Z(4, true)
-  QLM_W4F_Z(4, false) QLM_W4F_Z(8, true) QLM_W4F_Z(8, false)
-#undef QLM_W4F_Z
-#undef QLM_W4F_MT
-#undef QLM_W4F_CASE
-      return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
-}
-
 struct OccupancyF {
   template <int B, bool H, int T, bool Z>
   int operator()() const {
@@ -275,7 +261,9 @@ struct GemmF {
 
 }  // namespace
 
-int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp) { return dispatch(bits, bf16, mt, zp, OccupancyF{}); }
+int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp) {
+  return wna16_dispatch<1, 2, 4>(bits, bf16, mt, zp, OccupancyF{}, 0);
+}
 
 cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const int32_t* row_source, int64_t rows,
                                      void* xg, cudaStream_t stream) {
@@ -289,8 +277,8 @@ cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const 
 
 cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
                                    unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return dispatch(w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
-                  GemmF{w, x, ldx, M, splits, ws, counters, bias, y, stream});
+  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
+                                 GemmF{w, x, ldx, M, splits, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
 }
 
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream) {

@@ -23,16 +23,17 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
 namespace {
 
-constexpr int kWN = 4;                     // consumer warps (column blocks of 64) along N
+constexpr int kWN = 4;  // consumer warps (column blocks of 64) along N
 constexpr int kCols = kWN * 64;
 constexpr int kRedRow = kCols + 4;  // floats per token row of the reduction tile
-constexpr int kMaxStages = 12;  // ring depth when shared memory allows (16 KB of codes per stage)
+constexpr int kMaxStages = 12;      // ring depth when shared memory allows (16 KB of codes per stage)
 
 template <int BITS, int MT>
 struct StreamShape {
@@ -85,8 +86,8 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
                                                uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          dst),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(dst),
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
       : "memory");
 }
@@ -353,8 +354,8 @@ int smem_limit() {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
       return 0;
     const int usable = optin - 1024;  // the static barriers and flag
-    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             usable) != cudaSuccess)
+    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize, usable) !=
+        cudaSuccess)
       return 0;
     return usable;
   }();
@@ -392,20 +393,6 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   return cudaGetLastError();
 }
 
-template <typename F>
-auto dispatch(int bits, bool bf16, int mt, bool zp, F&& f) {
-#define QLM_W4S_CASE(B, H, T, Z) \
-  if (bits == B && bf16 == H && mt == T && zp == Z) return f.template operator()<B, H, T, Z>();
-#define QLM_W4S_MT(B, H, Z) QLM_W4S_CASE(B, H, 1, Z) QLM_W4S_CASE(B, H, 2, Z) QLM_W4S_CASE(B, H, 4, Z)
-#define QLM_W4S_Z(B, H) QLM_W4S_MT(B, H, false) QLM_W4S_MT(B, H, true)
-  QLM_W4S_Z(4, true)
-  QLM_W4S_Z(4, false) QLM_W4S_Z(8, true) QLM_W4S_Z(8, false)
-#undef QLM_W4S_Z
-#undef QLM_W4S_MT
-#undef QLM_W4S_CASE
-      return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
-}
-
 struct UsableF {
   const Wna16FastArgs& w;
   template <int B, bool H, int T, bool Z>
@@ -437,9 +424,7 @@ int stages_per_tile(const Wna16FastArgs& w) {
 
 }  // namespace
 
-int64_t wna16_stream_stage_count(const Wna16FastArgs& w) {
-  return stages_per_tile(w) * ((w.n_blocks + kWN - 1) / kWN);
-}
+int64_t wna16_stream_stage_count(const Wna16FastArgs& w) { return stages_per_tile(w) * ((w.n_blocks + kWN - 1) / kWN); }
 
 int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t, int blocks) {
   // A tile of P consecutive stages meets at most ceil(P * G / T) + 1 of the G equal block ranges.
@@ -448,14 +433,13 @@ int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t, int blocks) {
 }
 
 bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
-  if (mt != 1 && mt != 2 && mt != 4) return false;
-  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr, UsableF{w});
+  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, mt, w.zeros != nullptr, UsableF{w}, false);
 }
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr,
-                  LaunchF{w, x, ldx, M, blocks, ws, counters, bias, y, stream});
+  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, mt, w.zeros != nullptr,
+                                 LaunchF{w, x, ldx, M, blocks, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
 }
 
 }  // namespace qlm::cuda

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/wna16_fast_device.cuh"
+#include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
@@ -304,21 +305,6 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   return cudaGetLastError();
 }
 
-template <typename F>
-auto dispatch(int bits, bool bf16, int mt, bool zp, F&& f) {
-#define QLM_W4T_CASE(B, H, T, Z) \
-  if (bits == B && bf16 == H && mt == T && zp == Z) return f.template operator()<B, H, T, Z>();
-#define QLM_W4T_MT(B, H, Z) \
-  QLM_W4T_CASE(B, H, 1, Z) QLM_W4T_CASE(B, H, 2, Z) QLM_W4T_CASE(B, H, 4, Z) QLM_W4T_CASE(B, H, 8, Z)
-#define QLM_W4T_Z(B, H) QLM_W4T_MT(B, H, false) QLM_W4T_MT(B, H, true)
-  QLM_W4T_Z(4, true)
-  QLM_W4T_Z(4, false) QLM_W4T_Z(8, true) QLM_W4T_Z(8, false)
-#undef QLM_W4T_Z
-#undef QLM_W4T_MT
-#undef QLM_W4T_CASE
-      return f.template operator()<4, true, 1, false>();  // unreachable for checked arguments
-}
-
 struct OccF {
   int64_t tpg;
   template <int B, bool H, int T, bool Z>
@@ -346,12 +332,13 @@ struct LaunchF {
 }  // namespace
 
 int wna16_tiled_occupancy(const Wna16FastArgs& w, int mt) {
-  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr, OccF{w.tiles_per_group});
+  return wna16_dispatch<1, 2, 4, 8>(w.bits, w.bf16, mt, w.zeros != nullptr, OccF{w.tiles_per_group}, 0);
 }
 
 cudaError_t launch_wna16_tiled_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int splits,
                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return dispatch(w.bits, w.bf16, mt, w.zeros != nullptr, LaunchF{w, x, ldx, M, splits, ws, counters, bias, y, stream});
+  return wna16_dispatch<1, 2, 4, 8>(w.bits, w.bf16, mt, w.zeros != nullptr,
+                                    LaunchF{w, x, ldx, M, splits, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
 }
 
 }  // namespace qlm::cuda
