@@ -6,18 +6,28 @@
 
 namespace qlm::cuda {
 
+// One instantiation's compile-time parameters, passed to the dispatched callable as a tag.
+template <int B, bool H, int T, bool Z>
+struct Wna16Variant {
+  static constexpr int kBits = B;
+  static constexpr bool kBf16 = H;
+  static constexpr int kMt = T;
+  static constexpr bool kZp = Z;
+};
+
 namespace detail {
 
 template <int B, bool H, bool Z, int... MTs, typename F, typename R>
 bool wna16_try(int bits, bool bf16, int mt, bool zp, F& f, R& result) {
   if (bits != B || bf16 != H || zp != Z) return false;
-  return ((mt == MTs ? (result = f.template operator()<B, H, MTs, Z>(), true) : false) || ...);
+  return ((mt == MTs ? (result = f(Wna16Variant<B, H, MTs, Z>{}), true) : false) || ...);
 }
 
 }  // namespace detail
 
-// Returns f.template operator()<BITS, BF16, MT, ZP>() for the instantiation matching the run-time
-// values, MT taken from MTs; `unmatched` when none does (callers check their arguments first, so
+// Returns f(Wna16Variant<BITS, BF16, MT, ZP>{}) for the instantiation matching the run-time values
+// (a generic lambda: `[&](auto v) { using V = decltype(v); return kernel<V::kBits, ...>(...); }`), MT
+// taken from MTs; `unmatched` when none does (callers check their arguments first, so
 // that is a bug, reported through the value: an error code, zero occupancy, "not usable").
 template <int... MTs, typename F, typename R>
 R wna16_dispatch(int bits, bool bf16, int mt, bool zp, F&& f, R unmatched) {

@@ -236,33 +236,16 @@ int occupancy_of() {
   return cached;
 }
 
-struct OccupancyF {
-  template <int B, bool H, int T, bool Z>
-  int operator()() const {
-    return occupancy_of<B, H, T, Z>();
-  }
-};
-
-struct GemmF {
-  const Wna16FastArgs& w;
-  const void* x;
-  int64_t ldx, M;
-  int splits;
-  float* ws;
-  unsigned* counters;
-  const float* bias;
-  void* y;
-  cudaStream_t stream;
-  template <int B, bool H, int T, bool Z>
-  cudaError_t operator()() const {
-    return gemm_launch<B, H, T, Z>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
-  }
-};
-
 }  // namespace
 
 int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp) {
-  return wna16_dispatch<1, 2, 4>(bits, bf16, mt, zp, OccupancyF{}, 0);
+  return wna16_dispatch<1, 2, 4>(
+      bits, bf16, mt, zp,
+      [](auto v) {
+        using V = decltype(v);
+        return occupancy_of<V::kBits, V::kBf16, V::kMt, V::kZp>();
+      },
+      0);
 }
 
 cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const int32_t* row_source, int64_t rows,
@@ -277,8 +260,13 @@ cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const 
 
 cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
                                    unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
-                                 GemmF{w, x, ldx, M, splits, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
+  return wna16_dispatch<1, 2, 4>(
+      w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
+      [&](auto v) {
+        using V = decltype(v);
+        return gemm_launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
+      },
+      cudaErrorInvalidValue);
 }
 
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream) {

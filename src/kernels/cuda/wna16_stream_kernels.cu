@@ -393,30 +393,6 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   return cudaGetLastError();
 }
 
-struct UsableF {
-  const Wna16FastArgs& w;
-  template <int B, bool H, int T, bool Z>
-  bool operator()() const {
-    return plan_of<B, H, T, Z>(w).stages >= 2;
-  }
-};
-
-struct LaunchF {
-  const Wna16FastArgs& w;
-  const void* x;
-  int64_t ldx, M;
-  int blocks;
-  float* ws;
-  unsigned* counters;
-  const float* bias;
-  void* y;
-  cudaStream_t stream;
-  template <int B, bool H, int T, bool Z>
-  cudaError_t operator()() const {
-    return launch<B, H, T, Z>(w, x, ldx, M, blocks, ws, counters, bias, y, stream);
-  }
-};
-
 int stages_per_tile(const Wna16FastArgs& w) {
   const int64_t ks = 8 / (w.bits / 4);
   return static_cast<int>((w.k_tiles + ks - 1) / ks);
@@ -433,13 +409,24 @@ int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t, int blocks) {
 }
 
 bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
-  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, mt, w.zeros != nullptr, UsableF{w}, false);
+  return wna16_dispatch<1, 2, 4>(
+      w.bits, w.bf16, mt, w.zeros != nullptr,
+      [&](auto v) {
+        using V = decltype(v);
+        return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w).stages >= 2;
+      },
+      false);
 }
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return wna16_dispatch<1, 2, 4>(w.bits, w.bf16, mt, w.zeros != nullptr,
-                                 LaunchF{w, x, ldx, M, blocks, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
+  return wna16_dispatch<1, 2, 4>(
+      w.bits, w.bf16, mt, w.zeros != nullptr,
+      [&](auto v) {
+        using V = decltype(v);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, stream);
+      },
+      cudaErrorInvalidValue);
 }
 
 }  // namespace qlm::cuda

@@ -305,40 +305,27 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   return cudaGetLastError();
 }
 
-struct OccF {
-  int64_t tpg;
-  template <int B, bool H, int T, bool Z>
-  int operator()() const {
-    return occupancy<B, H, T, Z>(tpg);
-  }
-};
-
-struct LaunchF {
-  const Wna16FastArgs& w;
-  const void* x;
-  int64_t ldx, M;
-  int splits;
-  float* ws;
-  unsigned* counters;
-  const float* bias;
-  void* y;
-  cudaStream_t stream;
-  template <int B, bool H, int T, bool Z>
-  cudaError_t operator()() const {
-    return launch<B, H, T, Z>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
-  }
-};
-
 }  // namespace
 
 int wna16_tiled_occupancy(const Wna16FastArgs& w, int mt) {
-  return wna16_dispatch<1, 2, 4, 8>(w.bits, w.bf16, mt, w.zeros != nullptr, OccF{w.tiles_per_group}, 0);
+  return wna16_dispatch<1, 2, 4, 8>(
+      w.bits, w.bf16, mt, w.zeros != nullptr,
+      [&](auto v) {
+        using V = decltype(v);
+        return occupancy<V::kBits, V::kBf16, V::kMt, V::kZp>(w.tiles_per_group);
+      },
+      0);
 }
 
 cudaError_t launch_wna16_tiled_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int splits,
                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  return wna16_dispatch<1, 2, 4, 8>(w.bits, w.bf16, mt, w.zeros != nullptr,
-                                    LaunchF{w, x, ldx, M, splits, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
+  return wna16_dispatch<1, 2, 4, 8>(
+      w.bits, w.bf16, mt, w.zeros != nullptr,
+      [&](auto v) {
+        using V = decltype(v);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
+      },
+      cudaErrorInvalidValue);
 }
 
 }  // namespace qlm::cuda
