@@ -39,6 +39,7 @@ class CudaWna16FastTest : public ::testing::Test {
         fmt::format("{} act={} path={}", testing::wna16_spec_str(spec), dtype_name(act), static_cast<int>(path)));
     set_wna16_fast_path(path);
     const auto gen = testing::random_wna16(spec);
+    bits_ = spec.bits;
     if (path != Wna16FastPath::Auto) {  // the forced path is the one that runs (or its documented fallback)
       auto kernel = MPKernelRegistry::instance()
                         .find("cuda_wna16_fast")
@@ -53,16 +54,18 @@ class CudaWna16FastTest : public ::testing::Test {
   }
 
   // What path(M) reports with `path` forced: the stream kernel runs M <= 32 on sm_90, else tiled.
-  std::string expected_path(Wna16FastPath path, int64_t M) const {
+  std::string expected_path(Wna16FastPath path, int64_t M) const {  // bits_: of the spec being checked
     switch (path) {
       case Wna16FastPath::Gemv: return "gemv";
       case Wna16FastPath::Cublas: return "dequant+cublas";
       case Wna16FastPath::Stream: return M <= 32 && capability_ >= 90 ? "stream" : "tiled";
+      case Wna16FastPath::Wgmma: return bits_ == 4 && capability_ == 90 && wna16_wgmma_compiled() ? "wgmma" : "tiled";
       default: return "tiled";
     }
   }
 
   int capability_ = 0;
+  int bits_ = 4;
 };
 
 struct GridParam {
@@ -94,6 +97,7 @@ TEST_P(CudaWna16FastGrid, MatchesReference) {
     check(s, act, {1, 3, 16, 17, 33, 64, 129, 300}, Wna16FastPath::Tiled);
     check(s, act, {1, 7, 17}, Wna16FastPath::Gemv);
     check(s, act, {1, 5, 8, 9, 16, 17, 32}, Wna16FastPath::Stream);
+    check(s, act, {1, 9, 33, 64, 65, 129, 300}, Wna16FastPath::Wgmma);
     check(s, act, {5, 130}, Wna16FastPath::Cublas);
     check(s, act, {2, 40});
   }
@@ -138,6 +142,8 @@ TEST_F(CudaWna16FastTest, PaddedGroupsOddShapesAndSplitK) {
     check(s, DType::F16, {2, 9}, Wna16FastPath::Gemv);
     check(s, DType::BF16, {1, 8, 13, 31}, Wna16FastPath::Stream);
     check(s, DType::F16, {2, 16, 32}, Wna16FastPath::Stream);
+    check(s, DType::BF16, {1, 17, 64, 100, 128, 200}, Wna16FastPath::Wgmma);
+    check(s, DType::F16, {3, 65, 129}, Wna16FastPath::Wgmma);
   }
 }
 
@@ -155,6 +161,7 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
   for (const auto& s : specs) {
     check(s, DType::BF16, {1, 3, 8, 16, 24}, Wna16FastPath::Stream);
     check(s, DType::F16, {1, 11, 32}, Wna16FastPath::Stream);
+    check(s, DType::BF16, {1, 64, 65, 200}, Wna16FastPath::Wgmma);  // the same segment and tile edges
   }
 }
 
@@ -233,7 +240,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 6144, 4), Wna16FastPath::Cublas);
-  for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas, Wna16FastPath::Stream}) {
+  for (auto p : {Wna16FastPath::Gemv, Wna16FastPath::Tiled, Wna16FastPath::Cublas, Wna16FastPath::Stream,
+                 Wna16FastPath::Wgmma}) {
     set_wna16_fast_path(p);
     EXPECT_EQ(wna16_fast_path_for(1, 4096, 4096, 4), p);
     EXPECT_EQ(wna16_fast_path_for(4096, 4096, 4096, 4), p);

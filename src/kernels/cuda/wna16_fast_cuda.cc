@@ -45,12 +45,21 @@ Wna16FastPath env_path() {
   if (!std::strcmp(e, "tiled")) return Wna16FastPath::Tiled;
   if (!std::strcmp(e, "cublas")) return Wna16FastPath::Cublas;
   if (!std::strcmp(e, "stream")) return Wna16FastPath::Stream;
+  if (!std::strcmp(e, "wgmma")) return Wna16FastPath::Wgmma;
   return Wna16FastPath::Auto;
 }
 
 }  // namespace
 
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
+
+bool wna16_wgmma_compiled() {
+#if defined(QLM_WITH_CUDA) && defined(QLM_WITH_CUTLASS)
+  return true;
+#else
+  return false;
+#endif
+}
 
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok) {
   static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
@@ -89,9 +98,26 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
 #include "kernels/cuda/wna16_fast_layout.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/cuda/wna16_kernels.h"
+#include "kernels/cuda/wna16_wgmma.h"
 #include "kernels/mp_linear.h"
 
 namespace qlm {
+
+#ifndef QLM_WITH_CUTLASS
+namespace cuda {  // no sm_90a kernels in this build: the wgmma path is never usable
+bool wna16_wgmma_built() { return false; }
+int64_t wna16_wgmma_code_words(const Wna16FastArgs&) { return 0; }
+cudaError_t launch_wna16_wgmma_repack(const Wna16FastArgs&, uint32_t*, cudaStream_t) { return cudaErrorNotSupported; }
+bool wna16_wgmma_usable(const Wna16FastArgs&, int) { return false; }
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int) { return 0; }
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int) { return 0; }
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const uint32_t*, const void*, int64_t, int64_t, int, int,
+                                    float*, unsigned*, const float*, void*, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
+}  // namespace cuda
+#endif
+
 namespace {
 
 std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
@@ -144,6 +170,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     a_.rows = L.rows;
     identity_ = L.identity_rows;
     prepared_ = true;
+    // Forced wgmma path (experimental): its code layout now, outside any graph capture.
+    if (path_for(1) == Wna16FastPath::Wgmma) wgmma_codes();
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -162,7 +190,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     Tensor xg;
     // The tiled kernel copies x in 16-byte pieces: rows must start 16-byte aligned.
     const bool aligned = reinterpret_cast<uintptr_t>(xk) % 16 == 0 && cfg_.K_p % 8 == 0;
-    const bool copies_x = path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream;
+    const bool copies_x =
+        path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream || path == Wna16FastPath::Wgmma;
     if (!identity_ || (copies_x && !aligned)) {
       xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
       QLM_CUDA_CHECK(
@@ -176,6 +205,10 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     }
     if (path == Wna16FastPath::Stream) {
       run_stream(ctx, xk, ldx, M, b, y);
+      return;
+    }
+    if (path == Wna16FastPath::Wgmma) {
+      run_wgmma(ctx, xk, ldx, M, b, y);
       return;
     }
     const int mt = cuda::wna16_fast_mt(M);
@@ -199,6 +232,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       case Wna16FastPath::Gemv: return "gemv";
       case Wna16FastPath::Tiled: return "tiled";
       case Wna16FastPath::Stream: return "stream";
+      case Wna16FastPath::Wgmma: return "wgmma";
       case Wna16FastPath::Cublas: return "dequant+cublas";
       case Wna16FastPath::Auto: break;
     }
@@ -219,6 +253,36 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
                                                   b, y.raw_data(), ctx.stream));
+  }
+
+  // The wgmma path's code layout, repacked on the device from codes_ on first use.
+  const uint32_t* wgmma_codes() const {
+    if (!codes_wg_.defined()) {
+      codes_wg_ = Tensor::empty({cuda::wna16_wgmma_code_words(a_)}, DType::U32, cfg_.device);
+      QLM_CUDA_CHECK(
+          cuda::launch_wna16_wgmma_repack(a_, codes_wg_.data<uint32_t>(), cuda::context(cfg_.device.index).stream));
+    }
+    return codes_wg_.data<uint32_t>();
+  }
+
+  // One persistent block per multiprocessor over the k-stages of all (m-tile, column-tile) pairs.
+  void run_wgmma(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
+    const int tn = cuda::wna16_wgmma_tile_tokens(M);
+    const int blocks =
+        static_cast<int>(std::min<int64_t>(std::max(1, ctx.sm_count), cuda::wna16_wgmma_stage_count(a_, M, tn)));
+    // Tiles are 128 or 256 columns wide: count them at 128 (an upper bound) for counters and partials.
+    const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + 127) / 128);
+    const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tn, blocks);
+    Tensor ws = Tensor::empty({tiles * slots * tn * 256}, DType::F32, cfg_.device);
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, wgmma_codes(), xk, ldx, M, tn, blocks, ws.data<float>(),
+                                                 counters_for(tiles), b, y.raw_data(), ctx.stream));
+  }
+
+  bool wgmma_usable(int64_t M) const {
+    if (cfg_.capability != 90 || a_.bits != 4 || !cuda::wna16_wgmma_built()) return false;
+    int& usable = wgmma_ok_[cuda::wna16_wgmma_tile_tokens(M) == 64 ? 0 : 1];
+    if (usable < 0) usable = cuda::wna16_wgmma_usable(a_, cuda::wna16_wgmma_tile_tokens(M)) ? 1 : 0;
+    return usable == 1;
   }
 
   bool stream_usable(int64_t M) const {
@@ -330,9 +394,14 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   // The rule's path for M (wna16_fast_paths.h), moved to one that can run this layer: the tiled
   // kernel needs a resident block and fewer than 65535 column tiles, the GEMV fewer than 65535
-  // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled).
+  // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled), the wgmma kernel sm_90 and 4-bit
+  // weights in a build with the sm_90a kernels (else tiled).
   Wna16FastPath path_for(int64_t M) const {
     Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
+    if (path == Wna16FastPath::Wgmma) {
+      if (wgmma_usable(M)) return path;
+      path = Wna16FastPath::Tiled;  // forced, but it cannot run here (not sm_90a, 8-bit, no sm_90a kernels)
+    }
     if (path == Wna16FastPath::Stream && !stream_usable(M)) {
       path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false);
       if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but it cannot run here
@@ -350,6 +419,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
+  mutable int wgmma_ok_[2] = {-1, -1};
+  mutable Tensor codes_wg_;  // the wgmma path's layout (forced only), built on first use
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

@@ -11,7 +11,9 @@
 
 namespace qlm {
 
-enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4 };
+// Wgmma: the sm_90a wgmma GEMM for 4-bit weights (src/kernels/cuda/sm90a/wna16_wgmma.cu); experimental,
+// never chosen by the rule, only when forced (QLM_W4FAST_PATH=wgmma or set_wna16_fast_path).
+enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 4,
 // on layers of K * N >= 7.5e7 (sm_90), tiled below the cuBLAS bound,
@@ -27,5 +29,7 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
+// Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
+bool wna16_wgmma_compiled();
 
 }  // namespace qlm
