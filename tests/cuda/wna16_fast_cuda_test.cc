@@ -165,6 +165,27 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
   }
 }
 
+// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (128 on a layer
+// of 4e7 weights), matching the reference; elsewhere the tiled or cuBLAS path.
+TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
+  const Wna16Spec s{.bits = 4, .K = 8192, .N = 5000, .group_size = 128, .zero_points = true, .seed = 31};
+  const auto gen = testing::random_wna16(s);
+  auto kernel = MPKernelRegistry::instance()
+                    .find("cuda_wna16_fast")
+                    ->create(testing::wna16_config(s, DType::BF16, Device::cuda(0), capability_));
+  kernel->prepare(gen.weights);
+  const bool wgmma = capability_ == 90 && wna16_wgmma_compiled();
+  EXPECT_EQ(kernel->path(32), "tiled");
+  EXPECT_EQ(kernel->path(33), wgmma ? "wgmma" : "tiled");
+  EXPECT_EQ(kernel->path(127), wgmma ? "wgmma" : "tiled");
+  EXPECT_EQ(kernel->path(128), "dequant+cublas");
+  testing::run_wna16_against_cpu_ref(
+      "cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_, {33, 77},
+      [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
+        EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
+      });
+}
+
 TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 1024, .group_size = 128};
   const auto cfg = testing::wna16_config(s, DType::BF16, Device::cuda(0), capability_);
@@ -253,6 +274,18 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound, which moves up to 384 on
+  // the largest layers.
+  for (int64_t M : {33, 48, 64, 256, 383})
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
+  EXPECT_EQ(wna16_fast_path_for(32, 8192, 57344, 4, true, true), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(384, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(40, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(48, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {

@@ -64,6 +64,22 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, ui
       : "memory");
 #endif
 }
+// A 2-D box of the tensor map at `map` (a __grid_constant__ kernel parameter) at coordinates (c0 inner,
+// c1) to shared memory, completing on bar; out-of-bounds elements arrive as zeros and count as bytes.
+__device__ __forceinline__ void tensor_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+#ifdef QLM_BULK_SM90
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+#ifdef QLM_BULK_SM90
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+#endif
+}
 // Named barrier 1 among the first kThreads threads of the block (the consumer warps).
 template <int kThreads>
 __device__ __forceinline__ void consumer_sync() {

@@ -1,12 +1,14 @@
 // `cuda_wna16_fast`: tensor-core W4A16 / W8A16 linear layers (F16 / BF16 activations, sm_80+).
-// Three paths by M (wna16_fast_paths.h): a split-K GEMV-style kernel for the smallest M, a tiled
-// cp.async-pipelined GEMM for medium M, and dequantize + cuBLAS for large M; the first two need an
-// activation gather when rows move (act-order, groups padded to 16 rows, misaligned x). See
+// Paths by M (wna16_fast_paths.h): a split-K GEMV-style kernel and the bulk-copy stream kernel for the
+// smallest M, a tiled cp.async-pipelined GEMM and (sm_90, 4-bit) the TMA + wgmma GEMM for medium M, and
+// dequantize + cuBLAS for large M; the kernels need an activation gather when rows move (act-order,
+// groups padded to 16 rows, misaligned x; the wgmma path always copies x into its k order). See
 // docs/w4a16-kernel-notes.md.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "kernels/cuda/wna16_fast_paths.h"
@@ -30,6 +32,12 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
 }
+// The wgmma kernel (sm_90a, 4-bit) runs from kWna16FastWgmmaMinM up to the cuBLAS bound, and on layers of
+// at least 2e8 weights the bound rises to kWna16FastWgmmaCublasMinM (measured on the H200,
+// docs/w4a16-kernel-notes.md, v6: it beats the tiled kernel from M = 40 on all eight Llama-3 shapes and
+// from M = 32 on some; dequantize + cuBLAS beats it from M = 384 on 70b.down, 512 on 70b.gate_up).
+constexpr int64_t kWna16FastWgmmaMinM = 33;
+constexpr int64_t kWna16FastWgmmaCublasMinM = 384;
 
 std::atomic<int> g_forced_path{0};
 
@@ -61,8 +69,9 @@ bool wna16_wgmma_compiled() {
 #endif
 }
 
-Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok) {
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
   static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
+  static const int64_t wgmma_min = env_int("QLM_W4FAST_WGMMA_MIN_M", kWna16FastWgmmaMinM);
   static const int64_t cublas_min_env = env_int("QLM_W4FAST_CUBLAS_MIN_M", 0);
   static const int64_t stream_max = env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM);
   static const Wna16FastPath env = env_path();
@@ -75,8 +84,13 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
     return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
-  const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env : default_cublas_min_m(K, N);
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  const bool wgmma_layer = wgmma_ok && bits == 4;
+  const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env
+                             : wgmma_layer && kn >= 2e8 ? kWna16FastWgmmaCublasMinM
+                                                        : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
+  if (wgmma_layer && M >= wgmma_min) return Wna16FastPath::Wgmma;
   return Wna16FastPath::Tiled;
 }
 
@@ -106,17 +120,33 @@ namespace qlm {
 #ifndef QLM_WITH_CUTLASS
 namespace cuda {  // no sm_90a kernels in this build: the wgmma path is never usable
 bool wna16_wgmma_built() { return false; }
-int64_t wna16_wgmma_code_words(const Wna16FastArgs&) { return 0; }
-cudaError_t launch_wna16_wgmma_repack(const Wna16FastArgs&, uint32_t*, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_wna16_wgmma_permute_x(const void*, int64_t, int64_t, const int32_t*, int64_t, void*, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
 bool wna16_wgmma_usable(const Wna16FastArgs&, int) { return false; }
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int) { return 0; }
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int) { return 0; }
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const uint32_t*, const void*, int64_t, int64_t, int, int,
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int,
                                     float*, unsigned*, const float*, void*, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
 #endif
+
+namespace cuda {
+int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
+  static const int forced = [] {
+    const char* e = std::getenv("QLM_WGMMA_TILE");
+    const int i = e ? std::atoi(e) : -1;
+    return i >= 0 && i < static_cast<int>(std::size(kWna16WgmmaTiles)) ? i : -1;
+  }();
+  if (forced >= 0) return forced;
+  // Measured on the H200 (v6): up to 64 tokens, 256-column tiles on the largest layers, 128-column tiles
+  // at two blocks per multiprocessor elsewhere; above, 128 x 128 tiles.
+  if (M > 64) return 2;
+  return static_cast<double>(K) * static_cast<double>(N) >= 2e8 ? 0 : 1;
+}
+}  // namespace cuda
 
 namespace {
 
@@ -170,8 +200,6 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     a_.rows = L.rows;
     identity_ = L.identity_rows;
     prepared_ = true;
-    // Forced wgmma path (experimental): its code layout now, outside any graph capture.
-    if (path_for(1) == Wna16FastPath::Wgmma) wgmma_codes();
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -185,13 +213,16 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       run_cublas(ctx, x, y, b, M);
       return;
     }
+    if (path == Wna16FastPath::Wgmma) {
+      run_wgmma(ctx, x, M, b, y);
+      return;
+    }
     const void* xk = x.raw_data();
     int64_t ldx = cfg_.K_p;
     Tensor xg;
     // The tiled kernel copies x in 16-byte pieces: rows must start 16-byte aligned.
     const bool aligned = reinterpret_cast<uintptr_t>(xk) % 16 == 0 && cfg_.K_p % 8 == 0;
-    const bool copies_x =
-        path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream || path == Wna16FastPath::Wgmma;
+    const bool copies_x = path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream;
     if (!identity_ || (copies_x && !aligned)) {
       xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
       QLM_CUDA_CHECK(
@@ -205,10 +236,6 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     }
     if (path == Wna16FastPath::Stream) {
       run_stream(ctx, xk, ldx, M, b, y);
-      return;
-    }
-    if (path == Wna16FastPath::Wgmma) {
-      run_wgmma(ctx, xk, ldx, M, b, y);
       return;
     }
     const int mt = cuda::wna16_fast_mt(M);
@@ -255,33 +282,35 @@ class CudaWna16FastKernel final : public MPLinearKernel {
                                                   b, y.raw_data(), ctx.stream));
   }
 
-  // The wgmma path's code layout, repacked on the device from codes_ on first use.
-  const uint32_t* wgmma_codes() const {
-    if (!codes_wg_.defined()) {
-      codes_wg_ = Tensor::empty({cuda::wna16_wgmma_code_words(a_)}, DType::U32, cfg_.device);
-      QLM_CUDA_CHECK(
-          cuda::launch_wna16_wgmma_repack(a_, codes_wg_.data<uint32_t>(), cuda::context(cfg_.device.index).stream));
-    }
-    return codes_wg_.data<uint32_t>();
-  }
-
-  // One persistent block per multiprocessor over the k-stages of all (m-tile, column-tile) pairs.
-  void run_wgmma(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
-    const int tn = cuda::wna16_wgmma_tile_tokens(M);
-    const int blocks =
-        static_cast<int>(std::min<int64_t>(std::max(1, ctx.sm_count), cuda::wna16_wgmma_stage_count(a_, M, tn)));
+  // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs.
+  // x goes through a copy in packed-row order and the MMA's k order first (wna16_wgmma.h).
+  void run_wgmma(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
+    Tensor xp = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
+    const bool vectors =
+        identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
+                                                      a_.rows, xp.raw_data(), ctx.stream));
+    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
+    const int tn = cuda::kWna16WgmmaTiles[tile].tokens;
+    // Every block gets at least min_stages k-stages (fewer partial sums on small layers).
+    // (v6: 8 rather than 1 takes 8b.o at M = 48 from 33 to 25 us, no change on the large layers).
+    static const int64_t min_stages = std::max<int64_t>(1, env_int("QLM_WGMMA_MIN_STAGES", 8));
+    const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile);
+    const int blocks = static_cast<int>(std::clamp<int64_t>(
+        stages / min_stages, 1, int64_t{std::max(1, ctx.sm_count)} * cuda::kWna16WgmmaTiles[tile].per_sm));
     // Tiles are 128 or 256 columns wide: count them at 128 (an upper bound) for counters and partials.
     const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + 127) / 128);
-    const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tn, blocks);
+    const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks);
     Tensor ws = Tensor::empty({tiles * slots * tn * 256}, DType::F32, cfg_.device);
-    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, wgmma_codes(), xk, ldx, M, tn, blocks, ws.data<float>(),
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, ws.data<float>(),
                                                  counters_for(tiles), b, y.raw_data(), ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {
     if (cfg_.capability != 90 || a_.bits != 4 || !cuda::wna16_wgmma_built()) return false;
-    int& usable = wgmma_ok_[cuda::wna16_wgmma_tile_tokens(M) == 64 ? 0 : 1];
-    if (usable < 0) usable = cuda::wna16_wgmma_usable(a_, cuda::wna16_wgmma_tile_tokens(M)) ? 1 : 0;
+    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
+    int& usable = wgmma_ok_[tile];
+    if (usable < 0) usable = cuda::wna16_wgmma_usable(a_, tile) ? 1 : 0;
     return usable == 1;
   }
 
@@ -397,13 +426,13 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled), the wgmma kernel sm_90 and 4-bit
   // weights in a build with the sm_90a kernels (else tiled).
   Wna16FastPath path_for(int64_t M) const {
-    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits);
+    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, true, wgmma_usable(M));
     if (path == Wna16FastPath::Wgmma) {
       if (wgmma_usable(M)) return path;
       path = Wna16FastPath::Tiled;  // forced, but it cannot run here (not sm_90a, 8-bit, no sm_90a kernels)
     }
     if (path == Wna16FastPath::Stream && !stream_usable(M)) {
-      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false);
+      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false, wgmma_usable(M));
       if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but it cannot run here
     }
     if (path == Wna16FastPath::Tiled &&
@@ -419,8 +448,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[2] = {-1, -1};
-  mutable Tensor codes_wg_;  // the wgmma path's layout (forced only), built on first use
+  mutable int wgmma_ok_[std::size(cuda::kWna16WgmmaTiles)] = {-1, -1, -1};
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

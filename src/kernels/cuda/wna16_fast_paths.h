@@ -4,6 +4,7 @@
 //   tiled  — the cp.async-pipelined tiled tensor-core GEMM (wna16_tiled_kernels.cu);
 //   stream — the producer-warp, bulk-copy, stream-K GEMM for M <= 32 (wna16_stream_kernels.cu,
 //            sm_90 only: elsewhere the kernel runs tiled instead);
+//   wgmma  — the TMA + wgmma GEMM for 4-bit weights (sm90a/wna16_wgmma.cu, sm_90 only), medium M;
 //   cublas — weights dequantized into a scratch matrix, then cuBLAS (large M).
 #pragma once
 
@@ -11,22 +12,24 @@
 
 namespace qlm {
 
-// Wgmma: the sm_90a wgmma GEMM for 4-bit weights (src/kernels/cuda/sm90a/wna16_wgmma.cu); experimental,
-// never chosen by the rule, only when forced (QLM_W4FAST_PATH=wgmma or set_wna16_fast_path).
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 4,
-// on layers of K * N >= 7.5e7 (sm_90), tiled below the cuBLAS bound,
-// dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 in
-// docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
-// only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48.
-// 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
+// on layers of K * N >= 7.5e7 (sm_90); wgmma for 4-bit weights from M = 33 when it can run (wgmma_ok:
+// sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
+// dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
+// in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
+// only with enough column tiles): M >= 256 for K*N >= 2e8 (384 where wgmma runs), >= 128 for
+// K*N >= 4e7, else >= 48. 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us
+// vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
-// (gemv / tiled / stream / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M on every layer).
+// (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that
+// M on every layer), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M).
 // stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes on as
 // if its bound were 0.
-Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true);
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
+                                  bool wgmma_ok = false);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).

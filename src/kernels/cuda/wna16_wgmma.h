@@ -4,11 +4,12 @@
 // N = 64 or 128 tokens per tile. Built with the other sm_90a kernels (when the CUTLASS headers are
 // present, cmake/Cutlass.cmake); wna16_wgmma_built() says whether it is.
 //
-// Weights: its own code layout, repacked on the device from the fast layout (wna16_fast_layout.h) by
-// launch_wna16_wgmma_repack: [n_blocks][k_tiles4 / 4][4 tiles j][32 lanes][4 k-tiles] u32, i.e. lane's
-// 16 bytes hold tile j's code word of 4 consecutive k-tiles (k_tiles4 = k_tiles rounded up to 4,
-// padding words zero), so warp j of a warpgroup loads its A fragments of 4 k-tiles with one 16-byte
-// read. Scales and zeros are the fast layout's.
+// Weights: the fast layout itself (wna16_fast_layout.h; no second copy): warp j of a warpgroup reads
+// word j (16-column tile j) of each lane's 16 bytes per k-tile. Those A fragments hold packed rows
+// 4t..4t+3 of the k-tile at the MMA's k slots 2t, 2t + 1, 2t + 8, 2t + 9 (lane t = lane % 4), so x is
+// first copied by launch_wna16_wgmma_permute_x into packed-row order with each 16-row k-tile permuted
+// the same way (slot 2t + e <- row 4t + e, slot 8 + 2t + e <- row 4t + 2 + e); the kernel then loads
+// it with a tensor map (TMA, 128-byte swizzle) as the B operand.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,23 +22,30 @@ namespace qlm::cuda {
 
 bool wna16_wgmma_built();
 
-// Words of the repacked codes for w (4-bit): n_blocks * k_tiles4 * 128.
-int64_t wna16_wgmma_code_words(const Wna16FastArgs& w);
-// out (wna16_wgmma_code_words u32) = w.codes in the wgmma layout.
-cudaError_t launch_wna16_wgmma_repack(const Wna16FastArgs& w, uint32_t* out, cudaStream_t stream);
+// xp [M, rows] = x [M, ldx] in packed-row order (row_source, -1: zero) and the MMA's k order. row_source
+// null: identity rows, 16-byte aligned x with ldx % 8 == 0 (vector copies).
+cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
+                                         void* xp, cudaStream_t stream);
 
-// Token tile for M tokens (64 or 128).
-inline int wna16_wgmma_tile_tokens(int64_t M) { return M <= 64 ? 64 : 128; }
-// Whether this device can run the instantiation (sm_90, 4-bit, enough shared memory for 2 stages).
-bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile_tokens);
+// Tile configurations: tokens per tile (the wgmma's N), column blocks of 64 per consumer warpgroup (two
+// warpgroups: a tile is 128 * blocks_per_wg columns), blocks per multiprocessor.
+struct Wna16WgmmaTile {
+  int tokens, blocks_per_wg, per_sm;
+};
+inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {{64, 2, 1}, {64, 1, 2}, {128, 1, 1}};
+// The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
+// forces one (tuning).
+int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
+// Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
+bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // k-stages of all (m-tile, column-tile) pairs: the work a persistent grid of at most that many blocks splits.
-int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile_tokens);
-// Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tile_tokens * 256 floats).
-int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile_tokens, int blocks);
-// y[M, N] = x · W (+ bias): x [M, ldx] 16-bit, 16-byte aligned rows (ldx % 8 == 0), in packed-row order;
-// codes_wg from launch_wna16_wgmma_repack; counters: one unsigned per tile, zero (left zero).
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const uint32_t* codes_wg, const void* x, int64_t ldx,
-                                    int64_t M, int tile_tokens, int blocks, float* ws, unsigned* counters,
-                                    const float* bias, void* y, cudaStream_t stream);
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile);
+// Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tokens * 256 floats, tiles
+// counted at 128 columns).
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks);
+// y[M, N] = x · W (+ bias): x [M, ldx] 16-bit from launch_wna16_wgmma_permute_x (16-byte aligned rows,
+// ldx % 8 == 0); counters: one unsigned per tile, zero (left zero).
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
+                                    float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
 
 }  // namespace qlm::cuda

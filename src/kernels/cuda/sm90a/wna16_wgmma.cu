@@ -1,25 +1,27 @@
 // The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights (declarations and layout: wna16_wgmma.h).
 // Compiled for sm_90a only, with the other kernels of this directory.
 //
-// Block: one producer warp and two consumer warpgroups over a tile of 256 output columns (4 column
-// blocks of 64; warpgroup i owns blocks 2i and 2i+1) x TN tokens. Per stage of 8 k-tiles the producer
-// moves the codes (one `cp.async.bulk` per column block) and the scales / zeros of the groups the stage
-// touches (one per group), and writes the token tile of x itself: each row's 16-k tile is reordered
-// into the MMA's k order (the fast layout pairs MMA k slots 2t, 2t+1, 2t+8, 2t+9 with packed rows
-// 4t..4t+3: slots 0-7 take words 0, 2, 4, 6 of the tile, slots 8-15 words 1, 3, 5, 7) and stored with
-// the 128-byte swizzle wgmma reads (16-byte chunk c of row r at c ^ (r % 8)), rows >= M and k-tiles
-// past K as zeros. full[s] expects the producer twice (the bulk copies' expect_tx, then the x tile
-// after a proxy fence) plus the copies' bytes; empty[s] the 8 consumer warps.
+// Block: one producer warp and two consumer warpgroups over a tile of 128 * BPW output columns (2 * BPW
+// column blocks of 64; warpgroup i owns blocks BPW i .. BPW i + BPW - 1) x TN tokens; PER_SM blocks per
+// multiprocessor (kWna16WgmmaTiles). Per stage of 8 k-tiles the producer issues the x tile (two tensor-map
+// boxes of 64 k x TN tokens, 128-byte swizzle, zeros outside x), the codes (one `cp.async.bulk` per
+// column block: the fast layout is contiguous along k) and the scales / zeros of the groups the stage
+// touches (one copy per group), all completing on full[s]; empty[s] counts the 8 consumer warps.
 //
-// Consumers: warp j of a warpgroup dequantizes rows 16j..16j+15 of each of its column blocks (the v1
-// conversion, one 16-byte shared-memory read per 4 k-tiles), then the warpgroup issues one
-// m64nTNk16 wgmma per column block with those registers as A and the x tile as B, and waits for it
-// before the registers are reused. Work split and partial sums: stream-K over the k-stages of all
-// (m-tile, column-tile) pairs, as in wna16_stream_kernels.cu.
+// Consumers: warp j of a warpgroup dequantizes rows 16j..16j+15 (tile j) of each of its column blocks
+// (the v1 conversion; scales reloaded per group), then the warpgroup issues one m64nTNk16 wgmma per
+// column block with those registers as A and the x tile as B. Two A register sets: k-tile kt + 1 is
+// dequantized while kt's MMAs run (wait_group 1), and a stage's last MMAs overlap the dequantization of
+// the next stage's first k-tile. No MMA sits behind a branch (ptxas would serialize them all): k-tiles
+// past K are multiplied by zero x, column blocks past N are computed and never stored. Work split and
+// partial sums: stream-K over the k-stages of all (m-tile, column-tile) pairs, as in
+// wna16_stream_kernels.cu.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -36,11 +38,11 @@ constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
 
-// Column blocks per warpgroup: two for 64-token tiles, one for 128 (the accumulators of two would not
-// fit: a block of 9 warps gets at most 168 registers per thread).
-template <int TN>
+// TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
+// of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
+template <int TN, int BPW>
 struct WgShape {
-  static constexpr int kBPW = TN == 64 ? 2 : 1;
+  static constexpr int kBPW = BPW;
   static constexpr int kWN = 2 * kBPW;                       // column blocks of 64 per tile
   static constexpr int kCols = kWN * 64;                     // output columns per tile
   static constexpr int kCodeBytes = kWN * kBlockStageBytes;  // codes per stage
@@ -56,7 +58,6 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Keeps the compiler from moving accesses of the accumulators across the asynchronous MMAs.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&d)[N]) {
@@ -117,32 +118,58 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[TN / 2], const uint32_t (&a)
   if constexpr (TN == 128 && !BF16) wgmma_m64n128k16_f16(d, a, desc_b);
 }
 
-__global__ void repack_kernel(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int64_t n_blocks,
-                              int64_t k_tiles, int64_t kq_total) {
-  const int64_t total = n_blocks * kq_total * 512;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const int kk = static_cast<int>(i & 3), lane = static_cast<int>((i >> 2) & 31), jt = static_cast<int>((i >> 7) & 3);
-    const int64_t rest = i >> 9, kq = rest % kq_total, b = rest / kq_total, kt = kq * 4 + kk;
-    out[i] = kt < k_tiles ? in[((b * k_tiles + kt) * 32 + lane) * 4 + jt] : 0u;
+// x in the MMA's k order (see the header): packed row j of xp is row src(j) of x, src permuting each
+// 16-row k-tile (MMA slots 2t + e <- rows 4t + e, slots 8 + 2t + e <- rows 4t + 2 + e), composed with
+// row_source. Identity rows and 16-byte aligned x: one thread per (token, k-tile) moves 32 bytes.
+__global__ void permute_x_kernel(const uint16_t* __restrict__ x, int64_t M, int64_t ldx,
+                                 const int32_t* __restrict__ row_source, int64_t rows, uint16_t* __restrict__ xp) {
+  const int64_t k_tiles = rows / 16;
+  if (row_source == nullptr) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < M * k_tiles;
+         i += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t m = i / k_tiles, kt = i - m * k_tiles;
+      const uint4* src = reinterpret_cast<const uint4*>(x + m * ldx + kt * 16);
+      const uint4 lo = src[0], hi = src[1];
+      uint4* dst = reinterpret_cast<uint4*>(xp + m * rows + kt * 16);
+      dst[0] = make_uint4(lo.x, lo.z, hi.x, hi.z);
+      dst[1] = make_uint4(lo.y, lo.w, hi.y, hi.w);
+    }
+    return;
+  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < M * rows; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = i / rows, j = i - m * rows;
+    const int s = static_cast<int>(j & 15), t = (s & 7) >> 1;
+    const int32_t r = row_source[(j & ~int64_t{15}) + 4 * t + (s & 1) + (s >= 8 ? 2 : 0)];
+    xp[i] = r >= 0 ? x[m * ldx + r] : uint16_t{0};
   }
 }
 
-template <bool BF16, int TN, bool ZP>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_kernel(const Wna16FastArgs w, const uint32_t* __restrict__ codes_wg, const uint16_t* __restrict__ x,
-                 int64_t ldx, int M, int stages, int stage_bytes, int par_bytes, int64_t max_segments,
-                 float* __restrict__ ws, unsigned* __restrict__ counters, const float* __restrict__ bias,
-                 uint16_t* __restrict__ y) {
+template <int N>
+__device__ __forceinline__ void fence_words(uint32_t (&a)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
+__global__ void __launch_bounds__(kThreads, PER_SM)
+    wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
+                 int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
+                 const float* __restrict__ bias, uint16_t* __restrict__ y) {
   using namespace bulk;
-  using S = WgShape<TN>;
+  using S = WgShape<TN, BPW>;
   constexpr int kXBytes = S::kXBytes, kAcc = S::kAcc, kBPW = S::kBPW, kWN = S::kWN, kCols = S::kCols;
   constexpr int kCodeBytes = S::kCodeBytes;
+  constexpr int kXBox = TN * 128;  // one 64-k half of the token tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxStages];
   __shared__ bool last_segment;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t n_blocks = w.n_blocks, k_tiles = w.k_tiles, kq_total = (k_tiles + 3) / 4;
+  const int64_t n_blocks = w.n_blocks, k_tiles = w.k_tiles;
   const int tpg = static_cast<int>(w.tiles_per_group);
   const int64_t per_tile = (k_tiles + kKS - 1) / kKS;
   const int64_t n_tiles = (n_blocks + kWN - 1) / kWN, m_tiles = (M + TN - 1) / TN;
@@ -153,9 +180,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* const smem = smem_raw + (sbase - raw);
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
 
+  // Zeros in every stage: the k-tiles past K of a last stage and the column blocks past N read slots
+  // no copy filled; their products must stay finite (they are multiplied by zero x or never stored).
+  for (int i = tid; i < stages * stage_bytes / 16; i += kThreads)
+    reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the copies overwrite them
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
-      mbar_init(full0 + 8 * i, 2);
+      mbar_init(full0 + 8 * i, 1);
       mbar_init(empty0 + 8 * i, kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -163,6 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // producer
+    if (lane == 0) prefetch_tensor_map(&xmap);
     const uint64_t policy = evict_first_policy();
     const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
     const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
@@ -176,19 +209,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t k0 = j * kKS, nb0 = nt * kWN, m0 = mi * TN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
       const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
-      const int nkq = static_cast<int>(kq_total - k0 / 4 < 2 ? kq_total - k0 / 4 : 2);
-      const int rows = static_cast<int>(M - m0 < TN ? M - m0 : TN);
       int ng = 1;
       for (int r = r_lo + nkt - 1; r >= tpg; r -= tpg) ++ng;
       if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      const uint32_t code_bytes = nkq * 2048;
-      const uint32_t bytes = nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
-      unsigned char* const st = smem + slot * stage_bytes;
+      const uint32_t code_bytes = nkt * 512;
+      const uint32_t bytes = 2 * kXBox + nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
       const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
-      if (lane == 0) mbar_expect_tx(bar, bytes);
+      if (lane == 0) {
+        mbar_expect_tx(bar, bytes);
+        // The token tile, 64 k per box, in the 128-byte swizzle; rows >= M and k >= K arrive as zeros
+        // (a box wholly past K too: the consumers multiply every k-tile of a stage).
+        for (int b = 0; b < 2; ++b)
+          tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
+      }
       __syncwarp();
       if (lane < nvalid) {
-        const uint32_t* src = codes_wg + ((nb0 + lane) * kq_total + k0 / 4) * 512;
+        const uint32_t* src = static_cast<const uint32_t*>(w.codes) + ((nb0 + lane) * k_tiles + k0) * 128;
         const uint32_t dst = base + kXBytes + lane * kBlockStageBytes;
         if (m_tiles == 1)
           bulk_load_hint(dst, src, code_bytes, bar, policy);
@@ -201,23 +237,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         bulk_load(dst, scales + src, nvalid * 128, bar);
         if constexpr (ZP) bulk_load(dst + par_bytes, zeros + src, nvalid * 128, bar);
       }
-      // The token tile of x, in the MMA's k order, swizzled; zeros where there is no data.
-      for (int it = lane; it < TN * kKS; it += 32) {
-        const int r = it / kKS, t = it % kKS;
-        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-        if (r < rows && k0 + t < k_tiles) {
-          const uint4* src = reinterpret_cast<const uint4*>(x + (m0 + r) * ldx + (k0 + t) * 16);
-          lo = __ldg(src);
-          hi = __ldg(src + 1);
-        }
-        unsigned char* row = st + (t / 4) * (TN * 128) + r * 128;
-        const int c0 = 2 * (t % 4), sw = r & 7;
-        *reinterpret_cast<uint4*>(row + ((c0 ^ sw) << 4)) = make_uint4(lo.x, lo.z, hi.x, hi.z);
-        *reinterpret_cast<uint4*>(row + (((c0 + 1) ^ sw) << 4)) = make_uint4(lo.y, lo.w, hi.y, hi.w);
-      }
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma's async reads
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar);
       if (++slot == stages) slot = 0, phase ^= 1u;
       if (++j == per_tile) {
         j = 0, ++tile, g_lo = 0, r_lo = 0;
@@ -229,10 +248,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Consumers: warpgroup wg owns column blocks kBPW wg .. kBPW wg + kBPW - 1; warp jw of it rows
-  // 16jw..16jw+15 of each.
+  // 16jw..16jw+15 of each. Two sets of A registers: k-tile kt + 1 is dequantized while kt's MMAs run.
   const int wg = warp / 4, jw = warp % 4;
   const int g = lane >> 2, t4 = lane & 3;
-  const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   int slot = 0;
   uint32_t phase = 0;
   int64_t q = q_begin;
@@ -241,65 +259,77 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t j1 = min(per_tile, j0 + (q_end - q));
     const int64_t mi = tile / n_tiles, nt = tile % n_tiles;
     const int64_t nb0 = nt * kWN, m0 = mi * TN;
-    bool active[kBPW];
-#pragma unroll
-    for (int cb = 0; cb < kBPW; ++cb) active[cb] = nb0 + kBPW * wg + cb < n_blocks;
-
     float acc[kBPW][kAcc];
 #pragma unroll
     for (int cb = 0; cb < kBPW; ++cb)
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[cb][i] = 0.0f;
 
-    int64_t gl = j0 * kKS / tpg;
+    // Stage state: its shared memory, the group slot of the next k-tile to dequantize and that k-tile's
+    // row in its group (advanced by dequant, in k order).
     int rl = static_cast<int>(j0 * kKS % tpg);
+    const unsigned char* st = smem + slot * stage_bytes;
+    int gk = 0, rk = rl;
+    uint32_t s0[kBPW], s1[kBPW], z0[kBPW], z1[kBPW];
+    uint32_t a[2][kBPW][4];
+    // Dequantizes k-tile kt of the stage at st into out; scales and zeros reloaded per group.
+    auto dequant = [&](int kt, uint32_t(&out)[kBPW][4]) {
+      const uint32_t* sc = reinterpret_cast<const uint32_t*>(st + kXBytes);
+      const uint32_t* ss = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes);
+      const uint32_t* sz = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes + par_bytes);
+      const bool new_group = kt == 0 || rk == 0;
+#pragma unroll
+      for (int cb = 0; cb < kBPW; ++cb) {
+        const int blk = kBPW * wg + cb;
+        if (new_group) {
+          const int pi = ((gk * kWN + blk) * 8 + g) * 4 + jw;  // word jw of lane g's 16 bytes
+          const uint32_t sw = ss[pi];
+          s0[cb] = __byte_perm(sw, 0, 0x1010), s1[cb] = __byte_perm(sw, 0, 0x3232);
+          uint32_t zw = w.zero_const;
+          if constexpr (ZP) zw = sz[pi];
+          z0[cb] = __byte_perm(zw, 0, 0x1010), z1[cb] = __byte_perm(zw, 0, 0x3232);
+        }
+        dequant_tile<4, BF16>(sc[((blk * kKS + kt) * 32 + lane) * 4 + jw], 0u, s0[cb], s1[cb], z0[cb], z1[cb], out[cb]);
+      }
+      if (++rk == tpg) rk = 0, ++gk;
+    };
+    mbar_wait(full0 + 8 * slot, phase);
+    dequant(0, a[0]);
     for (int64_t jj = j0; jj < j1; ++jj) {
-      mbar_wait(full0 + 8 * slot, phase);
-      const int64_t k0 = jj * kKS;
-      const unsigned char* st = smem + slot * stage_bytes;
       const uint32_t xs = sbase + slot * stage_bytes;
-      const uint4* sc = reinterpret_cast<const uint4*>(st + kXBytes);
-      const uint4* ss = reinterpret_cast<const uint4*>(st + kXBytes + kCodeBytes);
-      const uint4* sz = reinterpret_cast<const uint4*>(st + kXBytes + kCodeBytes + par_bytes);
-      int64_t gk = gl;
-      int rk = rl;
-      uint4 cw[kBPW];
+      // No branch around the MMAs (ptxas serializes wgmma in divergent code): every k-tile of the stage
+      // and every column block is multiplied. k-tiles past K meet zero x (the tensor map's fill), blocks
+      // past the last column are never stored; both read finite stale or zeroed codes and scales.
 #pragma unroll
       for (int kt = 0; kt < kKS; ++kt) {
-        if (k0 + kt < k_tiles) {  // uniform over the block
-          uint32_t a[kBPW][4];
+        const uint64_t desc = sw128_desc(xs + (kt / 4) * kXBox + (kt % 4) * 32);
 #pragma unroll
-          for (int cb = 0; cb < kBPW; ++cb) {
-            const int blk = kBPW * wg + cb;
-            if (kt % 4 == 0) cw[cb] = sc[((blk * 2 + kt / 4) * 4 + jw) * 32 + lane];
-            const int pi = (static_cast<int>(gk - gl) * kWN + blk) * 8 + g;
-            const uint32_t sw = word_of(ss[pi], jw);
-            uint32_t zw = zconst.x;
-            if constexpr (ZP) zw = word_of(sz[pi], jw);
-            dequant_tile<4, BF16>(word_of(cw[cb], kt % 4), 0u, __byte_perm(sw, 0, 0x1010), __byte_perm(sw, 0, 0x3232),
-                                  __byte_perm(zw, 0, 0x1010), __byte_perm(zw, 0, 0x3232), a[cb]);
-          }
-          const uint64_t desc = sw128_desc(xs + (kt / 4) * (TN * 128) + (kt % 4) * 32);
+        for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
+        wgmma_fence();
 #pragma unroll
-          for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-          wgmma_fence();
+        for (int cb = 0; cb < kBPW; ++cb) wgmma_rs<TN, BF16>(acc[cb], a[kt % 2][cb], desc);
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous k-tile's MMAs are done: its A registers are free
 #pragma unroll
-          for (int cb = 0; cb < kBPW; ++cb)
-            if (active[cb]) wgmma_rs<TN, BF16>(acc[cb], a[cb], desc);
-          wgmma_commit();
-          wgmma_wait_all();  // the A registers are rewritten for the next k-tile
-#pragma unroll
-          for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-        }
-        if (++rk == tpg) {
-          rk = 0;
-          ++gk;
-        }
+        for (int cb = 0; cb < kBPW; ++cb) fence_words(a[(kt + 1) % 2][cb]);
+        if (kt + 1 < kKS) dequant(kt + 1, a[(kt + 1) % 2]);
       }
+      // The next stage's first k-tile is dequantized while this stage's last MMAs run; then this
+      // stage drains (no MMA in flight across iterations: ptxas would serialize them) and is released.
+      const int next = slot + 1 == stages ? 0 : slot + 1;
+      const uint32_t next_phase = next == 0 ? phase ^ 1u : phase;
+      rl = (rl + kKS) % tpg;
+      if (jj + 1 < j1) {
+        mbar_wait(full0 + 8 * next, next_phase);
+        st = smem + next * stage_bytes, gk = 0, rk = rl;
+        dequant(0, a[0]);
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * slot);
-      if (++slot == stages) slot = 0, phase ^= 1u;
-      for (rl += kKS; rl >= tpg; rl -= tpg) ++gl;
+      slot = next, phase = next_phase;
     }
 
     // Accumulator (cb, i, e): column (kBPW wg + cb) * 64 + 16 jw + g + 8 (e / 2), token 8 i + 2 t4 + e % 2.
@@ -362,16 +392,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <bool BF16, int TN, bool ZP>
+// Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
+// PER_SM blocks (less the per-block reservation, static barriers and flag).
+template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
 int smem_limit() {
   static const int limit = [] {
-    int dev = 0, optin = 0;
+    int dev = 0, optin = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
       return 0;
-    const int usable = optin - 1024;  // the static barriers and flag
-    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize, usable) !=
-        cudaSuccess)
+    const int usable = std::min(optin, per_sm / PER_SM - 1024) - 1024;
+    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             usable) != cudaSuccess)
       return 0;
     return usable;
   }();
@@ -383,60 +416,102 @@ struct Plan {
   size_t smem = 0;
 };
 
-template <bool BF16, int TN, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
 Plan plan_of(const Wna16FastArgs& w) {
+  using S = WgShape<TN, BPW>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(kKS, (kKS - 1) / tpg + 2));
   Plan p;
-  p.par_bytes = gslots * WgShape<TN>::kWN * 128;
-  const int raw = WgShape<TN>::kXBytes + WgShape<TN>::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
+  p.par_bytes = gslots * S::kWN * 128;
+  const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  const int limit = smem_limit<BF16, TN, ZP>();
+  const int limit = smem_limit<BF16, TN, BPW, PER_SM, ZP>();
   p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
   return p;
 }
 
+template <int TN, int BPW, int PER_SM, typename F>
+auto by_dtype(bool bf16, bool zp, F& f) {
+  if (bf16)
+    return zp ? f.template operator()<true, TN, BPW, PER_SM, true>()
+              : f.template operator()<true, TN, BPW, PER_SM, false>();
+  return zp ? f.template operator()<false, TN, BPW, PER_SM, true>()
+            : f.template operator()<false, TN, BPW, PER_SM, false>();
+}
+
+// Runs f.template operator()<BF16, TN, BPW, PER_SM, ZP>() for tile configuration `tile`
+// (kWna16WgmmaTiles), or returns unmatched.
 template <typename F, typename R>
-R dispatch(bool bf16, int tn, bool zp, F&& f, R unmatched) {
-  if (bf16 && tn == 64 && !zp) return f.template operator()<true, 64, false>();
-  if (bf16 && tn == 64 && zp) return f.template operator()<true, 64, true>();
-  if (bf16 && tn == 128 && !zp) return f.template operator()<true, 128, false>();
-  if (bf16 && tn == 128 && zp) return f.template operator()<true, 128, true>();
-  if (!bf16 && tn == 64 && !zp) return f.template operator()<false, 64, false>();
-  if (!bf16 && tn == 64 && zp) return f.template operator()<false, 64, true>();
-  if (!bf16 && tn == 128 && !zp) return f.template operator()<false, 128, false>();
-  if (!bf16 && tn == 128 && zp) return f.template operator()<false, 128, true>();
-  return unmatched;
+R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
+  constexpr Wna16WgmmaTile t0 = kWna16WgmmaTiles[0], t1 = kWna16WgmmaTiles[1], t2 = kWna16WgmmaTiles[2];
+  static_assert(std::size(kWna16WgmmaTiles) == 3);
+  switch (tile) {
+    case 0: return by_dtype<t0.tokens, t0.blocks_per_wg, t0.per_sm>(bf16, zp, f);
+    case 1: return by_dtype<t1.tokens, t1.blocks_per_wg, t1.per_sm>(bf16, zp, f);
+    case 2: return by_dtype<t2.tokens, t2.blocks_per_wg, t2.per_sm>(bf16, zp, f);
+    default: return unmatched;
+  }
 }
 
 struct UsableF {
   const Wna16FastArgs& w;
-  template <bool H, int TN, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, bool Z>
   bool operator()() const {
-    return plan_of<H, TN, Z>(w).stages >= 2;
+    return plan_of<H, TN, BPW, PER_SM, Z>(w).stages >= 2;
   }
 };
 
+// cuTensorMapEncodeTiled from the driver (no link to libcuda): null when the driver lacks it.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      return EncodeTiled{};
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// The tensor map of x [M][ldx] 16-bit (k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
+// swizzle, zeros outside.
+bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tn, CUtensorMap* map) {
+  const EncodeTiled encode = encode_tiled();
+  if (!encode || reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(w.k_tiles * 16), static_cast<cuuint64_t>(M)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ldx * 2)};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(tn)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(x), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 struct LaunchF {
   const Wna16FastArgs& w;
-  const uint32_t* codes_wg;
   const void* x;
   int64_t ldx, M;
-  int blocks;
+  int tile, blocks;
   float* ws;
   unsigned* counters;
   const float* bias;
   void* y;
   cudaStream_t stream;
-  template <bool H, int TN, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, bool Z>
   cudaError_t operator()() const {
-    const Plan p = plan_of<H, TN, Z>(w);
-    if (p.stages == 0) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, Z><<<blocks, kThreads, p.smem, stream>>>(
-        w, codes_wg, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
-        wna16_wgmma_max_segments(w, M, TN, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+    const Plan p = plan_of<H, TN, BPW, PER_SM, Z>(w);
+    CUtensorMap xmap;
+    if (p.stages == 0 || !x_tensor_map(w, x, ldx, M, TN, &xmap)) return cudaErrorInvalidValue;
+    wgmma_kernel<H, TN, BPW, PER_SM, Z><<<blocks, kThreads, p.smem, stream>>>(
+        xmap, w, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
+        wna16_wgmma_max_segments(w, M, tile, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
     return cudaGetLastError();
   }
 };
@@ -447,40 +522,40 @@ int64_t stages_per_tile(const Wna16FastArgs& w) { return (w.k_tiles + kKS - 1) /
 
 bool wna16_wgmma_built() { return true; }
 
-int64_t wna16_wgmma_code_words(const Wna16FastArgs& w) { return w.n_blocks * ((w.k_tiles + 3) / 4) * 512; }
-
-cudaError_t launch_wna16_wgmma_repack(const Wna16FastArgs& w, uint32_t* out, cudaStream_t stream) {
-  if (w.bits != 4) return cudaErrorInvalidValue;
-  const int64_t total = wna16_wgmma_code_words(w);
+cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
+                                         void* xp, cudaStream_t stream) {
+  const bool vectors = row_source == nullptr;
+  if (vectors && (reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0)) return cudaErrorInvalidValue;
+  const int64_t work = vectors ? M * (rows / 16) : M * rows;
   const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
-  repack_kernel<<<static_cast<unsigned>(std::max<int64_t>(blocks, 1)), threads, 0, stream>>>(
-      static_cast<const uint32_t*>(w.codes), out, w.n_blocks, w.k_tiles, (w.k_tiles + 3) / 4);
+  const int64_t blocks = std::clamp<int64_t>((work + threads - 1) / threads, 1, 65535);
+  permute_x_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const uint16_t*>(x), M, ldx,
+                                                                          row_source, rows, static_cast<uint16_t*>(xp));
   return cudaGetLastError();
 }
 
-bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile_tokens) {
-  if (w.bits != 4) return false;
-  return dispatch(w.bf16, tile_tokens, w.zeros != nullptr, UsableF{w}, false);
+bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
+  if (w.bits != 4 || !encode_tiled()) return false;
+  return dispatch(w.bf16, tile, w.zeros != nullptr, UsableF{w}, false);
 }
 
-int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile_tokens) {
-  const int64_t wn = tile_tokens == 64 ? WgShape<64>::kWN : WgShape<128>::kWN;
-  const int64_t m_tiles = (M + tile_tokens - 1) / tile_tokens, n_tiles = (w.n_blocks + wn - 1) / wn;
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile) {
+  const Wna16WgmmaTile& c = kWna16WgmmaTiles[tile];
+  const int64_t wn = 2 * c.blocks_per_wg;
+  const int64_t m_tiles = (M + c.tokens - 1) / c.tokens, n_tiles = (w.n_blocks + wn - 1) / wn;
   return m_tiles * n_tiles * stages_per_tile(w);
 }
 
-int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile_tokens, int blocks) {
-  const int64_t P = stages_per_tile(w), T = wna16_wgmma_stage_count(w, M, tile_tokens), G = std::max(1, blocks);
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks) {
+  const int64_t P = stages_per_tile(w), T = wna16_wgmma_stage_count(w, M, tile), G = std::max(1, blocks);
   return (P * G + T - 1) / T + 1;
 }
 
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const uint32_t* codes_wg, const void* x, int64_t ldx,
-                                    int64_t M, int tile_tokens, int blocks, float* ws, unsigned* counters,
-                                    const float* bias, void* y, cudaStream_t stream) {
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
+                                    float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
   if (w.bits != 4) return cudaErrorInvalidValue;
-  return dispatch(w.bf16, tile_tokens, w.zeros != nullptr,
-                  LaunchF{w, codes_wg, x, ldx, M, blocks, ws, counters, bias, y, stream}, cudaErrorInvalidValue);
+  return dispatch(w.bf16, tile, w.zeros != nullptr, LaunchF{w, x, ldx, M, tile, blocks, ws, counters, bias, y, stream},
+                  cudaErrorInvalidValue);
 }
 
 }  // namespace qlm::cuda
