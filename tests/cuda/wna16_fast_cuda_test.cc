@@ -274,17 +274,29 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound, which moves up to 384 on
-  // the largest layers.
-  for (int64_t M : {33, 48, 64, 256, 383})
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (384 on the largest layers),
+  // and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights.
+  for (int64_t M : {9, 16, 33, 48, 64, 256, 383})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
-  EXPECT_EQ(wna16_fast_path_for(32, 8192, 57344, 4, true, true), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(384, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Tiled);  // 2.3e8 weights
+  EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(32, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
+  EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(40, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(15, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);  // 2.5e7
+  EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(48, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
+  EXPECT_EQ(wna16_wgmma_rule_tile(24, 8192, 57344), 4);
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 0);
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 4096), 2);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), -1);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 

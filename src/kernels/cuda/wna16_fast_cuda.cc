@@ -32,11 +32,10 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
 }
-// The wgmma kernel (sm_90a, 4-bit) runs from kWna16FastWgmmaMinM up to the cuBLAS bound, and on layers of
-// at least 2e8 weights the bound rises to kWna16FastWgmmaCublasMinM (measured on the H200,
-// docs/w4a16-kernel-notes.md, v6: it beats the tiled kernel from M = 40 on all eight Llama-3 shapes and
-// from M = 32 on some; dequantize + cuBLAS beats it from M = 384 on 70b.down, 512 on 70b.gate_up).
-constexpr int64_t kWna16FastWgmmaMinM = 33;
+// Where the wgmma kernel (sm_90a, 4-bit) runs, up to the cuBLAS bound, which rises to
+// kWna16FastWgmmaCublasMinM on layers of at least 2e8 weights where it runs: see
+// wna16_wgmma_rule_tile. Measured on the H200 (docs/w4a16-kernel-notes.md, v6): dequantize + cuBLAS
+// beats it from M = 384 on 70b.down, 512 on 70b.gate_up.
 constexpr int64_t kWna16FastWgmmaCublasMinM = 384;
 
 std::atomic<int> g_forced_path{0};
@@ -61,6 +60,21 @@ Wna16FastPath env_path() {
 
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
 
+// Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
+// kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);
+// below, only where a small-token tile does: 16 x 128 tiles at 3 blocks per SM on layers under 3e7 weights
+// from M = 16 (8b.o M = 16: 16.3 vs 28.6 us), 32 x 256 tiles on layers of >= 2e8 from M = 17 (70b.gate_up
+// M = 32: 144 vs 206), 16 x 256 tiles on layers of >= 4e8 from M = 9 (70b.gate_up M = 16: 125 vs 145).
+int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  if (M > 64) return 2;
+  if (M >= 33) return kn >= 2e8 ? 0 : 1;
+  if (kn < 3e7) return M >= 16 ? 5 : -1;
+  if (kn >= 2e8 && M >= 17) return 4;
+  if (kn >= 4e8 && M >= 9) return 3;
+  return -1;
+}
+
 bool wna16_wgmma_compiled() {
 #if defined(QLM_WITH_CUDA) && defined(QLM_WITH_CUTLASS)
   return true;
@@ -71,7 +85,7 @@ bool wna16_wgmma_compiled() {
 
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
   static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
-  static const int64_t wgmma_min = env_int("QLM_W4FAST_WGMMA_MIN_M", kWna16FastWgmmaMinM);
+  static const int64_t wgmma_min_env = env_int("QLM_W4FAST_WGMMA_MIN_M", 0);
   static const int64_t cublas_min_env = env_int("QLM_W4FAST_CUBLAS_MIN_M", 0);
   static const int64_t stream_max = env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM);
   static const Wna16FastPath env = env_path();
@@ -90,7 +104,8 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
                              : wgmma_layer && kn >= 2e8 ? kWna16FastWgmmaCublasMinM
                                                         : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
-  if (wgmma_layer && M >= wgmma_min) return Wna16FastPath::Wgmma;
+  if (wgmma_layer && (wgmma_min_env > 0 ? M >= wgmma_min_env : wna16_wgmma_rule_tile(M, K, N) >= 0))
+    return Wna16FastPath::Wgmma;
   return Wna16FastPath::Tiled;
 }
 
@@ -141,9 +156,9 @@ int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
     return i >= 0 && i < static_cast<int>(std::size(kWna16WgmmaTiles)) ? i : -1;
   }();
   if (forced >= 0) return forced;
-  // Measured on the H200 (v6): up to 64 tokens, 256-column tiles on the largest layers, 128-column tiles
-  // at two blocks per multiprocessor elsewhere; above, 128 x 128 tiles.
-  if (M > 64) return 2;
+  const int tile = wna16_wgmma_rule_tile(M, K, N);
+  if (tile >= 0) return tile;
+  // The path forced where the rule would not run it: the 64-token tiles.
   return static_cast<double>(K) * static_cast<double>(N) >= 2e8 ? 0 : 1;
 }
 }  // namespace cuda
@@ -448,7 +463,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[std::size(cuda::kWna16WgmmaTiles)] = {-1, -1, -1};
+  mutable int wgmma_ok_[6] = {-1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
+  static_assert(std::size(cuda::kWna16WgmmaTiles) == 6);
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

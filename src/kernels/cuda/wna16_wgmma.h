@@ -32,7 +32,8 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm;
 };
-inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {{64, 2, 1}, {64, 1, 2}, {128, 1, 1}};
+inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {{64, 2, 1}, {64, 1, 2}, {128, 1, 1},
+                                                      {16, 2, 2}, {32, 2, 2}, {16, 1, 3}};
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);

@@ -66,7 +66,27 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 }
 
 // wgmma m64nNk16, f32 accumulators (d += A B), A from registers, B K-major from shared memory; one
-// function per shape and element type (TY: "bf16" or "f16"). The operand lists are generated.
+// function per shape and element type (TY: "bf16" or "f16"); N = 16 and 32 for the small token tiles.
+#define QLM_WGMMA_M64N16K16(NAME, TY)                                                                    \
+  __device__ __forceinline__ void NAME(float(&d)[8], const uint32_t(&a)[4], uint64_t desc_b) {           \
+    asm volatile(                                                                                        \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                       \
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY                                          \
+        " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                   \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                      \
+  }
+#define QLM_WGMMA_M64N32K16(NAME, TY)                                                                                 \
+  __device__ __forceinline__ void NAME(float(&d)[16], const uint32_t(&a)[4], uint64_t desc_b) {                       \
+    asm volatile(                                                                                                     \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY                                                       \
+        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                   \
+        "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                                                 \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                    \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
+  }
 #define QLM_WGMMA_M64N64K16(NAME, TY)                                                                                 \
   __device__ __forceinline__ void NAME(float(&d)[32], const uint32_t(&a)[4], uint64_t desc_b) {                       \
     asm volatile(                                                                                                     \
@@ -103,15 +123,25 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
           "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                   \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
   }
+QLM_WGMMA_M64N16K16(wgmma_m64n16k16_bf16, "bf16")
+QLM_WGMMA_M64N16K16(wgmma_m64n16k16_f16, "f16")
+QLM_WGMMA_M64N32K16(wgmma_m64n32k16_bf16, "bf16")
+QLM_WGMMA_M64N32K16(wgmma_m64n32k16_f16, "f16")
 QLM_WGMMA_M64N64K16(wgmma_m64n64k16_bf16, "bf16")
 QLM_WGMMA_M64N64K16(wgmma_m64n64k16_f16, "f16")
 QLM_WGMMA_M64N128K16(wgmma_m64n128k16_bf16, "bf16")
 QLM_WGMMA_M64N128K16(wgmma_m64n128k16_f16, "f16")
+#undef QLM_WGMMA_M64N16K16
+#undef QLM_WGMMA_M64N32K16
 #undef QLM_WGMMA_M64N64K16
 #undef QLM_WGMMA_M64N128K16
 
 template <int TN, bool BF16>
 __device__ __forceinline__ void wgmma_rs(float (&d)[TN / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (TN == 16 && BF16) wgmma_m64n16k16_bf16(d, a, desc_b);
+  if constexpr (TN == 16 && !BF16) wgmma_m64n16k16_f16(d, a, desc_b);
+  if constexpr (TN == 32 && BF16) wgmma_m64n32k16_bf16(d, a, desc_b);
+  if constexpr (TN == 32 && !BF16) wgmma_m64n32k16_f16(d, a, desc_b);
   if constexpr (TN == 64 && BF16) wgmma_m64n64k16_bf16(d, a, desc_b);
   if constexpr (TN == 64 && !BF16) wgmma_m64n64k16_f16(d, a, desc_b);
   if constexpr (TN == 128 && BF16) wgmma_m64n128k16_bf16(d, a, desc_b);
@@ -446,11 +476,15 @@ auto by_dtype(bool bf16, bool zp, F& f) {
 template <typename F, typename R>
 R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
   constexpr Wna16WgmmaTile t0 = kWna16WgmmaTiles[0], t1 = kWna16WgmmaTiles[1], t2 = kWna16WgmmaTiles[2];
-  static_assert(std::size(kWna16WgmmaTiles) == 3);
+  constexpr Wna16WgmmaTile t3 = kWna16WgmmaTiles[3], t4 = kWna16WgmmaTiles[4], t5 = kWna16WgmmaTiles[5];
+  static_assert(std::size(kWna16WgmmaTiles) == 6);
   switch (tile) {
     case 0: return by_dtype<t0.tokens, t0.blocks_per_wg, t0.per_sm>(bf16, zp, f);
     case 1: return by_dtype<t1.tokens, t1.blocks_per_wg, t1.per_sm>(bf16, zp, f);
     case 2: return by_dtype<t2.tokens, t2.blocks_per_wg, t2.per_sm>(bf16, zp, f);
+    case 3: return by_dtype<t3.tokens, t3.blocks_per_wg, t3.per_sm>(bf16, zp, f);
+    case 4: return by_dtype<t4.tokens, t4.blocks_per_wg, t4.per_sm>(bf16, zp, f);
+    case 5: return by_dtype<t5.tokens, t5.blocks_per_wg, t5.per_sm>(bf16, zp, f);
     default: return unmatched;
   }
 }
