@@ -296,6 +296,7 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 4096), 2);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 6);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), -1);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }

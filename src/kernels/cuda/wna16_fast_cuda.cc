@@ -65,9 +65,11 @@ void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<i
 // below, only where a small-token tile does: 16 x 128 tiles at 3 blocks per SM on layers under 3e7 weights
 // from M = 16 (8b.o M = 16: 16.3 vs 28.6 us), 32 x 256 tiles on layers of >= 2e8 from M = 17 (70b.gate_up
 // M = 32: 144 vs 206), 16 x 256 tiles on layers of >= 4e8 from M = 9 (70b.gate_up M = 16: 125 vs 145).
+// Above 64 tokens on layers of >= 2e8 weights the 128 x 256 tiles with the producer warpgroup's registers
+// (run 10: 70b.gate_up M = 256 478 vs 544 us, M = 1024 1560 vs 2000; 70b.down 292 vs 297, 897 vs 1075).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  if (M > 64) return 2;
+  if (M > 64) return kn >= 2e8 ? 6 : 2;
   if (M >= 33) return kn >= 2e8 ? 0 : 1;
   if (kn < 3e7) return M >= 16 ? 5 : -1;
   if (kn >= 2e8 && M >= 17) return 4;
@@ -313,10 +315,10 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile);
     const int blocks = static_cast<int>(std::clamp<int64_t>(
         stages / min_stages, 1, int64_t{std::max(1, ctx.sm_count)} * cuda::kWna16WgmmaTiles[tile].per_sm));
-    // Tiles are 128 or 256 columns wide: count them at 128 (an upper bound) for counters and partials.
-    const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + 127) / 128);
+    const int64_t cols = 128 * cuda::kWna16WgmmaTiles[tile].blocks_per_wg;
+    const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + cols - 1) / cols);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks);
-    Tensor ws = Tensor::empty({tiles * slots * tn * 256}, DType::F32, cfg_.device);
+    Tensor ws = Tensor::empty({tiles * slots * tn * cols}, DType::F32, cfg_.device);
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, ws.data<float>(),
                                                  counters_for(tiles), b, y.raw_data(), ctx.stream));
   }
@@ -463,8 +465,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[6] = {-1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
-  static_assert(std::size(cuda::kWna16WgmmaTiles) == 6);
+  mutable int wgmma_ok_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
+  static_assert(std::size(cuda::kWna16WgmmaTiles) == 8);
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

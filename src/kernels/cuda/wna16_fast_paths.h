@@ -32,7 +32,7 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
                                   bool wgmma_ok = false);
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
-// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8.
+// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8 (the tile by M and size).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);

@@ -28,12 +28,13 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
                                          void* xp, cudaStream_t stream);
 
 // Tile configurations: tokens per tile (the wgmma's N), column blocks of 64 per consumer warpgroup (two
-// warpgroups: a tile is 128 * blocks_per_wg columns), blocks per multiprocessor.
+// warpgroups: a tile is 128 * blocks_per_wg columns), blocks per multiprocessor, producer warps (1, or 4:
+// a producer warpgroup giving its registers to the consumers, for 128 accumulators per thread).
 struct Wna16WgmmaTile {
-  int tokens, blocks_per_wg, per_sm;
+  int tokens, blocks_per_wg, per_sm, producer_warps;
 };
-inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {{64, 2, 1}, {64, 1, 2}, {128, 1, 1},
-                                                      {16, 2, 2}, {32, 2, 2}, {16, 1, 3}};
+inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {{64, 2, 1, 1}, {64, 1, 2, 1}, {128, 1, 1, 1}, {16, 2, 2, 1},
+                                                      {32, 2, 2, 1}, {16, 1, 3, 1}, {128, 2, 1, 4}, {64, 4, 1, 4}};
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
@@ -41,8 +42,7 @@ int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // k-stages of all (m-tile, column-tile) pairs: the work a persistent grid of at most that many blocks splits.
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile);
-// Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tokens * 256 floats, tiles
-// counted at 128 columns).
+// Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tokens * columns floats).
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks);
 // y[M, N] = x · W (+ bias): x [M, ldx] 16-bit from launch_wna16_wgmma_permute_x (16-byte aligned rows,
 // ldx % 8 == 0); counters: one unsigned per tile, zero (left zero).

@@ -33,7 +33,12 @@ namespace {
 constexpr int kKS = 8;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kThreads = kConsumers + 32;
+// Producer warps: 1, or a whole warpgroup of 4 that hands its registers to the consumers (setmaxnreg:
+// 40 for the producers, 232 for the consumers, from the 168 a block of 384 threads is compiled for).
+template <int PW>
+constexpr int block_threads() {
+  return kConsumers + 32 * PW;
+}
 constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
@@ -184,8 +189,8 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
-__global__ void __launch_bounds__(kThreads, PER_SM)
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
+__global__ void __launch_bounds__(block_threads<PW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
@@ -212,6 +217,7 @@ __global__ void __launch_bounds__(kThreads, PER_SM)
 
   // Zeros in every stage: the k-tiles past K of a last stage and the column blocks past N read slots
   // no copy filled; their products must stay finite (they are multiplied by zero x or never stored).
+  constexpr int kThreads = block_threads<PW>();
   for (int i = tid; i < stages * stage_bytes / 16; i += kThreads)
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the copies overwrite them
@@ -224,7 +230,9 @@ __global__ void __launch_bounds__(kThreads, PER_SM)
   }
   __syncthreads();
 
-  if (warp == kConsumerWarps) {  // producer
+  if (warp >= kConsumerWarps) {  // producer
+    if constexpr (PW == 4) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (warp != kConsumerWarps) return;
     if (lane == 0) prefetch_tensor_map(&xmap);
     const uint64_t policy = evict_first_policy();
     const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
@@ -277,6 +285,7 @@ __global__ void __launch_bounds__(kThreads, PER_SM)
     return;
   }
 
+  if constexpr (PW == 4) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   // Consumers: warpgroup wg owns column blocks kBPW wg .. kBPW wg + kBPW - 1; warp jw of it rows
   // 16jw..16jw+15 of each. Two sets of A registers: k-tile kt + 1 is dequantized while kt's MMAs run.
   const int wg = warp / 4, jw = warp % 4;
@@ -424,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, PER_SM)
 
 // Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
 // PER_SM blocks (less the per-block reservation, static barriers and flag).
-template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0, per_sm = 0;
@@ -433,7 +442,7 @@ int smem_limit() {
         cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
       return 0;
     const int usable = std::min(optin, per_sm / PER_SM - 1024) - 1024;
-    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              usable) != cudaSuccess)
       return 0;
     return usable;
@@ -446,7 +455,7 @@ struct Plan {
   size_t smem = 0;
 };
 
-template <bool BF16, int TN, int BPW, int PER_SM, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
 Plan plan_of(const Wna16FastArgs& w) {
   using S = WgShape<TN, BPW>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
@@ -455,45 +464,51 @@ Plan plan_of(const Wna16FastArgs& w) {
   p.par_bytes = gslots * S::kWN * 128;
   const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  const int limit = smem_limit<BF16, TN, BPW, PER_SM, ZP>();
+  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, ZP>();
   p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
   return p;
 }
 
-template <int TN, int BPW, int PER_SM, typename F>
+template <int TN, int BPW, int PER_SM, int PW, typename F>
 auto by_dtype(bool bf16, bool zp, F& f) {
   if (bf16)
-    return zp ? f.template operator()<true, TN, BPW, PER_SM, true>()
-              : f.template operator()<true, TN, BPW, PER_SM, false>();
-  return zp ? f.template operator()<false, TN, BPW, PER_SM, true>()
-            : f.template operator()<false, TN, BPW, PER_SM, false>();
+    return zp ? f.template operator()<true, TN, BPW, PER_SM, PW, true>()
+              : f.template operator()<true, TN, BPW, PER_SM, PW, false>();
+  return zp ? f.template operator()<false, TN, BPW, PER_SM, PW, true>()
+            : f.template operator()<false, TN, BPW, PER_SM, PW, false>();
 }
 
-// Runs f.template operator()<BF16, TN, BPW, PER_SM, ZP>() for tile configuration `tile`
+template <int I, typename F>
+auto by_tile(bool bf16, bool zp, F& f) {
+  constexpr Wna16WgmmaTile t = kWna16WgmmaTiles[I];
+  return by_dtype<t.tokens, t.blocks_per_wg, t.per_sm, t.producer_warps>(bf16, zp, f);
+}
+
+// Runs f.template operator()<BF16, TN, BPW, PER_SM, PW, ZP>() for tile configuration `tile`
 // (kWna16WgmmaTiles), or returns unmatched.
 template <typename F, typename R>
 R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
-  constexpr Wna16WgmmaTile t0 = kWna16WgmmaTiles[0], t1 = kWna16WgmmaTiles[1], t2 = kWna16WgmmaTiles[2];
-  constexpr Wna16WgmmaTile t3 = kWna16WgmmaTiles[3], t4 = kWna16WgmmaTiles[4], t5 = kWna16WgmmaTiles[5];
-  static_assert(std::size(kWna16WgmmaTiles) == 6);
+  static_assert(std::size(kWna16WgmmaTiles) == 8);
   switch (tile) {
-    case 0: return by_dtype<t0.tokens, t0.blocks_per_wg, t0.per_sm>(bf16, zp, f);
-    case 1: return by_dtype<t1.tokens, t1.blocks_per_wg, t1.per_sm>(bf16, zp, f);
-    case 2: return by_dtype<t2.tokens, t2.blocks_per_wg, t2.per_sm>(bf16, zp, f);
-    case 3: return by_dtype<t3.tokens, t3.blocks_per_wg, t3.per_sm>(bf16, zp, f);
-    case 4: return by_dtype<t4.tokens, t4.blocks_per_wg, t4.per_sm>(bf16, zp, f);
-    case 5: return by_dtype<t5.tokens, t5.blocks_per_wg, t5.per_sm>(bf16, zp, f);
+    case 0: return by_tile<0>(bf16, zp, f);
+    case 1: return by_tile<1>(bf16, zp, f);
+    case 2: return by_tile<2>(bf16, zp, f);
+    case 3: return by_tile<3>(bf16, zp, f);
+    case 4: return by_tile<4>(bf16, zp, f);
+    case 5: return by_tile<5>(bf16, zp, f);
+    case 6: return by_tile<6>(bf16, zp, f);
+    case 7: return by_tile<7>(bf16, zp, f);
     default: return unmatched;
   }
 }
 
 struct UsableF {
   const Wna16FastArgs& w;
-  template <bool H, int TN, int BPW, int PER_SM, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, int PW, bool Z>
   bool operator()() const {
-    return plan_of<H, TN, BPW, PER_SM, Z>(w).stages >= 2;
+    return plan_of<H, TN, BPW, PER_SM, PW, Z>(w).stages >= 2;
   }
 };
 
@@ -538,12 +553,12 @@ struct LaunchF {
   const float* bias;
   void* y;
   cudaStream_t stream;
-  template <bool H, int TN, int BPW, int PER_SM, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, int PW, bool Z>
   cudaError_t operator()() const {
-    const Plan p = plan_of<H, TN, BPW, PER_SM, Z>(w);
+    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, Z>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, x, ldx, M, TN, &xmap)) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, BPW, PER_SM, Z><<<blocks, kThreads, p.smem, stream>>>(
+    wgmma_kernel<H, TN, BPW, PER_SM, PW, Z><<<blocks, block_threads<PW>(), p.smem, stream>>>(
         xmap, w, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
         wna16_wgmma_max_segments(w, M, tile, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
     return cudaGetLastError();
