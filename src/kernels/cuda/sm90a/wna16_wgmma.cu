@@ -1,7 +1,8 @@
 // The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights (declarations and layout: wna16_wgmma.h).
 // Compiled for sm_90a only, with the other kernels of this directory.
 //
-// Block: one producer warp and two consumer warpgroups over a tile of 128 * BPW output columns (2 * BPW
+// Block: one producer warp (or a producer warpgroup, PW = 4, that hands its registers to the consumers
+// with setmaxnreg) and two consumer warpgroups over a tile of 128 * BPW output columns (2 * BPW
 // column blocks of 64; warpgroup i owns blocks BPW i .. BPW i + BPW - 1) x TN tokens; PER_SM blocks per
 // multiprocessor (kWna16WgmmaTiles). Per stage of 8 k-tiles the producer issues the x tile (two tensor-map
 // boxes of 64 k x TN tokens, 128-byte swizzle, zeros outside x), the codes (one `cp.async.bulk` per
