@@ -315,7 +315,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile);
     const int blocks = static_cast<int>(std::clamp<int64_t>(
         stages / min_stages, 1, int64_t{std::max(1, ctx.sm_count)} * cuda::kWna16WgmmaTiles[tile].per_sm));
-    const int64_t cols = 128 * cuda::kWna16WgmmaTiles[tile].blocks_per_wg;
+    const int64_t cols =
+        64 * cuda::kWna16WgmmaTiles[tile].blocks_per_wg * cuda::kWna16WgmmaTiles[tile].consumer_warpgroups;
     const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + cols - 1) / cols);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks);
     Tensor ws = Tensor::empty({tiles * slots * tn * cols}, DType::F32, cfg_.device);
@@ -465,8 +466,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
-  static_assert(std::size(cuda::kWna16WgmmaTiles) == 8);
+  mutable int wgmma_ok_[10] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
+  static_assert(std::size(cuda::kWna16WgmmaTiles) == 10);
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

@@ -32,13 +32,18 @@ namespace qlm::cuda {
 namespace {
 
 constexpr int kKS = 8;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
-constexpr int kConsumerWarps = 8;
-constexpr int kConsumers = kConsumerWarps * 32;
-// Producer warps: 1, or a whole warpgroup of 4 that hands its registers to the consumers (setmaxnreg:
-// 40 for the producers, 232 for the consumers, from the 168 a block of 384 threads is compiled for).
-template <int PW>
+// Threads of a block with CW consumer warpgroups and PW producer warps: 1, or a whole warpgroup of 4 that
+// hands its registers to the consumers (setmaxnreg: 40 for the producers, the rest to the consumers).
+template <int PW, int CW>
 constexpr int block_threads() {
-  return kConsumers + 32 * PW;
+  return 128 * CW + 32 * PW;
+}
+// Registers per consumer thread after the producer warpgroup's hand-over (a multiple of 8): from
+// 65536 / block_threads at launch (168 at 384 threads, 128 at 512) to 232 with 2 consumer warpgroups,
+// 152 with 3.
+template <int CW>
+constexpr int consumer_registers() {
+  return CW == 2 ? 232 : 152;
 }
 constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
@@ -46,10 +51,10 @@ constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x
 
 // TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
 // of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
-template <int TN, int BPW>
+template <int TN, int BPW, int CW>
 struct WgShape {
   static constexpr int kBPW = BPW;
-  static constexpr int kWN = 2 * kBPW;                       // column blocks of 64 per tile
+  static constexpr int kWN = CW * kBPW;                      // column blocks of 64 per tile
   static constexpr int kCols = kWN * 64;                     // output columns per tile
   static constexpr int kCodeBytes = kWN * kBlockStageBytes;  // codes per stage
   static constexpr int kXBytes = TN * kKS * 32;              // two [TN][64] halves of 16-bit elements
@@ -190,13 +195,14 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
-__global__ void __launch_bounds__(block_threads<PW>(), PER_SM)
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
+__global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
   using namespace bulk;
-  using S = WgShape<TN, BPW>;
+  using S = WgShape<TN, BPW, CW>;
+  constexpr int kConsumerWarps = 4 * CW, kConsumers = 128 * CW;
   constexpr int kXBytes = S::kXBytes, kAcc = S::kAcc, kBPW = S::kBPW, kWN = S::kWN, kCols = S::kCols;
   constexpr int kCodeBytes = S::kCodeBytes;
   constexpr int kXBox = TN * 128;  // one 64-k half of the token tile
@@ -218,7 +224,7 @@ __global__ void __launch_bounds__(block_threads<PW>(), PER_SM)
 
   // Zeros in every stage: the k-tiles past K of a last stage and the column blocks past N read slots
   // no copy filled; their products must stay finite (they are multiplied by zero x or never stored).
-  constexpr int kThreads = block_threads<PW>();
+  constexpr int kThreads = block_threads<PW, CW>();
   for (int i = tid; i < stages * stage_bytes / 16; i += kThreads)
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the copies overwrite them
@@ -286,7 +292,8 @@ __global__ void __launch_bounds__(block_threads<PW>(), PER_SM)
     return;
   }
 
-  if constexpr (PW == 4) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if constexpr (PW == 4)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_registers<CW>()) : "memory");
   // Consumers: warpgroup wg owns column blocks kBPW wg .. kBPW wg + kBPW - 1; warp jw of it rows
   // 16jw..16jw+15 of each. Two sets of A registers: k-tile kt + 1 is dequantized while kt's MMAs run.
   const int wg = warp / 4, jw = warp % 4;
@@ -434,7 +441,7 @@ __global__ void __launch_bounds__(block_threads<PW>(), PER_SM)
 
 // Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
 // PER_SM blocks (less the per-block reservation, static barriers and flag).
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0, per_sm = 0;
@@ -443,8 +450,8 @@ int smem_limit() {
         cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
       return 0;
     const int usable = std::min(optin, per_sm / PER_SM - 1024) - 1024;
-    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             usable) != cudaSuccess)
+    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, usable) != cudaSuccess)
       return 0;
     return usable;
   }();
@@ -456,42 +463,42 @@ struct Plan {
   size_t smem = 0;
 };
 
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
 Plan plan_of(const Wna16FastArgs& w) {
-  using S = WgShape<TN, BPW>;
+  using S = WgShape<TN, BPW, CW>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(kKS, (kKS - 1) / tpg + 2));
   Plan p;
   p.par_bytes = gslots * S::kWN * 128;
   const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, ZP>();
+  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP>();
   p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
   return p;
 }
 
-template <int TN, int BPW, int PER_SM, int PW, typename F>
+template <int TN, int BPW, int PER_SM, int PW, int CW, typename F>
 auto by_dtype(bool bf16, bool zp, F& f) {
   if (bf16)
-    return zp ? f.template operator()<true, TN, BPW, PER_SM, PW, true>()
-              : f.template operator()<true, TN, BPW, PER_SM, PW, false>();
-  return zp ? f.template operator()<false, TN, BPW, PER_SM, PW, true>()
-            : f.template operator()<false, TN, BPW, PER_SM, PW, false>();
+    return zp ? f.template operator()<true, TN, BPW, PER_SM, PW, CW, true>()
+              : f.template operator()<true, TN, BPW, PER_SM, PW, CW, false>();
+  return zp ? f.template operator()<false, TN, BPW, PER_SM, PW, CW, true>()
+            : f.template operator()<false, TN, BPW, PER_SM, PW, CW, false>();
 }
 
 template <int I, typename F>
 auto by_tile(bool bf16, bool zp, F& f) {
   constexpr Wna16WgmmaTile t = kWna16WgmmaTiles[I];
-  return by_dtype<t.tokens, t.blocks_per_wg, t.per_sm, t.producer_warps>(bf16, zp, f);
+  return by_dtype<t.tokens, t.blocks_per_wg, t.per_sm, t.producer_warps, t.consumer_warpgroups>(bf16, zp, f);
 }
 
-// Runs f.template operator()<BF16, TN, BPW, PER_SM, PW, ZP>() for tile configuration `tile`
+// Runs f.template operator()<BF16, TN, BPW, PER_SM, PW, CW, ZP>() for tile configuration `tile`
 // (kWna16WgmmaTiles), or returns unmatched.
 template <typename F, typename R>
 R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
-  static_assert(std::size(kWna16WgmmaTiles) == 8);
+  static_assert(std::size(kWna16WgmmaTiles) == 10);
   switch (tile) {
     case 0: return by_tile<0>(bf16, zp, f);
     case 1: return by_tile<1>(bf16, zp, f);
@@ -501,15 +508,17 @@ R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
     case 5: return by_tile<5>(bf16, zp, f);
     case 6: return by_tile<6>(bf16, zp, f);
     case 7: return by_tile<7>(bf16, zp, f);
+    case 8: return by_tile<8>(bf16, zp, f);
+    case 9: return by_tile<9>(bf16, zp, f);
     default: return unmatched;
   }
 }
 
 struct UsableF {
   const Wna16FastArgs& w;
-  template <bool H, int TN, int BPW, int PER_SM, int PW, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
   bool operator()() const {
-    return plan_of<H, TN, BPW, PER_SM, PW, Z>(w).stages >= 2;
+    return plan_of<H, TN, BPW, PER_SM, PW, CW, Z>(w).stages >= 2;
   }
 };
 
@@ -554,12 +563,12 @@ struct LaunchF {
   const float* bias;
   void* y;
   cudaStream_t stream;
-  template <bool H, int TN, int BPW, int PER_SM, int PW, bool Z>
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
   cudaError_t operator()() const {
-    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, Z>(w);
+    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, x, ldx, M, TN, &xmap)) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, BPW, PER_SM, PW, Z><<<blocks, block_threads<PW>(), p.smem, stream>>>(
+    wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z><<<blocks, block_threads<PW, CW>(), p.smem, stream>>>(
         xmap, w, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
         wna16_wgmma_max_segments(w, M, tile, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
     return cudaGetLastError();
@@ -591,7 +600,7 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
 
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile) {
   const Wna16WgmmaTile& c = kWna16WgmmaTiles[tile];
-  const int64_t wn = 2 * c.blocks_per_wg;
+  const int64_t wn = c.consumer_warpgroups * c.blocks_per_wg;
   const int64_t m_tiles = (M + c.tokens - 1) / c.tokens, n_tiles = (w.n_blocks + wn - 1) / wn;
   return m_tiles * n_tiles * stages_per_tile(w);
 }
