@@ -1,6 +1,7 @@
 // Device helpers of the producer/consumer pipelines in shared memory (sm_90: mbarriers with
-// transaction counts, `cp.async.bulk` global -> shared copies) and of the stream-K work split, shared
-// by the stream (wna16_stream_kernels.cu) and wgmma (sm90a/wna16_wgmma.cu) kernels of cuda_wna16_fast.
+// transaction counts, `cp.async.bulk` global -> shared copies), of the stream-K work split and of the
+// producers' per-stage copies, shared by the stream (wna16_stream_kernels.cu) and wgmma
+// (sm90a/wna16_wgmma.cu) kernels of cuda_wna16_fast.
 // The mbarrier and bulk-copy instructions need sm_90: compiled for an older device (or in the host
 // pass) those helpers are empty, so callers must run them on sm_90 only.
 #pragma once
@@ -91,6 +92,44 @@ __device__ __forceinline__ void consumer_sync() {
 // Stream-K: block b of G takes stages [b*T/G, (b+1)*T/G) of a sequence of T; the block that holds
 // stage q is the largest b with floor(b * T / G) <= q.
 __device__ __forceinline__ int64_t owner_of(int64_t q, int64_t T, int64_t G) { return ((q + 1) * G + T - 1) / T - 1; }
+
+// A producer's place in its stream-K range, kept by counting (the one warp that issues every copy of an
+// SM must not divide per stage): tile, stage j of that tile (stages of ks k-tiles), the group g_lo of
+// the stage's first k-tile and that k-tile's row r_lo in its group (groups of tpg k-tiles).
+struct StageCursor {
+  int64_t tile, j, g_lo;
+  int r_lo;
+  __device__ __forceinline__ StageCursor(int64_t q, int64_t per_tile, int ks, int tpg)
+      : tile(q / per_tile), j(q % per_tile), g_lo(j * ks / tpg), r_lo(static_cast<int>(j * ks % tpg)) {}
+  // Scale / zero groups the stage's first nkt k-tiles touch.
+  __device__ __forceinline__ int groups(int nkt, int tpg) const {
+    int ng = 1;
+    for (int r = r_lo + nkt - 1; r >= tpg; r -= tpg) ++ng;
+    return ng;
+  }
+  __device__ __forceinline__ void next(int64_t per_tile, int ks, int tpg) {
+    if (++j == per_tile) {
+      j = 0, ++tile, g_lo = 0, r_lo = 0;
+    } else {
+      for (r_lo += ks; r_lo >= tpg; r_lo -= tpg) ++g_lo;
+    }
+  }
+};
+
+// The scales (and zeros) of the cuda_wna16_fast layout ([group][column block][8][8] 16-bit) a stage
+// needs: lane i < ng copies group g_lo + i of column blocks nb0 .. nb0 + nvalid - 1 to dst + i * wn * 128
+// (zeros par_bytes further), completing on bar.
+template <bool ZP, int WN>
+__device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo, int64_t n_blocks, int64_t nb0,
+                                                  int nvalid, const void* scales, const void* zeros, uint32_t dst,
+                                                  int par_bytes, uint32_t bar) {
+  if (lane < ng) {
+    const int64_t src = ((g_lo + lane) * n_blocks + nb0) * 8;
+    const uint32_t at = dst + lane * (WN * 128);
+    bulk_load(at, static_cast<const uint4*>(scales) + src, nvalid * 128, bar);
+    if constexpr (ZP) bulk_load(at + par_bytes, static_cast<const uint4*>(zeros) + src, nvalid * 128, bar);
+  }
+}
 
 #undef QLM_BULK_SM90
 

@@ -111,6 +111,30 @@ __device__ __forceinline__ void dequant_block_tile(const uint4 (&wv)[BITS / 4], 
   dequant_tile<BITS, BF16>(w0, w1, s0, s1, z0, z1, a);
 }
 
+// Sums the mma.sync accumulators of the kWK k-slices of a tile in shared memory: warp (wn, wk) adds its
+// acc (4 16-column tiles of column block wn x MT 8-token m-tiles) into red ([token][column] floats, row
+// stride red_row), slice 0 first; sync() (a barrier over every warp of the tile) after each slice.
+template <int kWK, int MT, typename Sync>
+__device__ __forceinline__ void sum_k_slices(float* red, int red_row, int wn, int wk, int g, int t,
+                                             const float (&acc)[4][MT][4], Sync sync) {
+#pragma unroll
+  for (int h = 0; h < kWK; ++h) {
+    if (wk == h) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int nl = wn * 64 + 16 * j + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
+            float* p = red + ml * red_row + nl;
+            *p = h == 0 ? acc[j][mt][c] : *p + acc[j][mt][c];
+          }
+    }
+    sync();
+  }
+}
+
 __device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
   if (bf16) {
     __nv_bfloat16 h = __float2bfloat16_rn(v);

@@ -93,23 +93,16 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   if (warp == kConsumerWarps) {  // producer
     const uint64_t policy = evict_first_policy();
     const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
-    const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
-    const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
-    // Position by counting, never dividing inside the loop (one warp issues every copy of the SM: a
-    // 64-bit division per stage made it the bottleneck). Tile nt, stage j of it, the group g_lo of its
-    // first k-tile and the position r_lo inside that group; ring slot and phase.
-    int64_t nt = q_begin / per_tile, j = q_begin % per_tile;
-    int64_t g_lo = j * KS / tpg;
-    int r_lo = static_cast<int>(j * KS % tpg);
+    // Position by counting (a 64-bit division per stage made this warp the bottleneck); ring slot and phase.
+    StageCursor at(q_begin, per_tile, KS, tpg);
     int slot = 0;
     uint32_t phase = 0;
     for (int64_t q = q_begin; q < q_end; ++q) {
-      const int64_t k0 = j * KS;
-      const int64_t nb0 = nt * kWN;
+      const int64_t k0 = at.j * KS;
+      const int64_t nb0 = at.tile * kWN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
       const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
-      int ng = 1;
-      for (int r = r_lo + nkt - 1; r >= tpg; r -= tpg) ++ng;
+      const int ng = at.groups(nkt, tpg);
       if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
       const uint32_t code_bytes = nkt * V * 512;
       const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
@@ -120,18 +113,10 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         bulk_load_hint(base + lane * (KS * V * 512), codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), code_bytes, bar,
                        policy);
       if (lane < rows) bulk_load(base + kCodeBytes + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
-      if (lane < ng) {
-        const int64_t src = ((g_lo + lane) * n_blocks + nb0) * 8;
-        const uint32_t dst = base + kCodeBytes + kXBytes + lane * (kWN * 128);
-        bulk_load(dst, scales + src, nvalid * 128, bar);
-        if constexpr (ZP) bulk_load(dst + par_bytes, zeros + src, nvalid * 128, bar);
-      }
+      load_group_params<ZP, kWN>(lane, ng, at.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
+                                 base + kCodeBytes + kXBytes, par_bytes, bar);
       if (++slot == stages) slot = 0, phase ^= 1u;
-      if (++j == per_tile) {
-        j = 0, ++nt, g_lo = 0, r_lo = 0;
-      } else {
-        for (r_lo += KS; r_lo >= tpg; r_lo -= tpg) ++g_lo;
-      }
+      at.next(per_tile, KS, tpg);
     }
     return;
   }
@@ -230,22 +215,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     }
 
     // Sum the two k-halves: [token][column] floats in the reduction tile (not part of the ring).
-#pragma unroll
-    for (int h = 0; h < kWK; ++h) {
-      if (wk == h) {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int nl = wn * 64 + 16 * jj + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
-              float* p = red + ml * kRedRow + nl;
-              *p = h == 0 ? acc[jj][mt][c] : *p + acc[jj][mt][c];
-            }
-      }
-      consumer_sync<kConsumers>();
-    }
+    sum_k_slices<kWK, MT>(red, kRedRow, wn, wk, g, t, acc, [] { consumer_sync<kConsumers>(); });
 
     const int64_t n0 = nb0 * 64;
     if (j0 == 0 && j1 == per_tile) {  // the whole tile: write y

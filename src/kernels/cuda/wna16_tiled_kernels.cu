@@ -199,22 +199,7 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
 
   // Sum the k-halves in shared memory (the ring is free now): [token][column] floats.
   float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int h = 0; h < kWK; ++h) {
-    if (wk == h) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int nl = wn * 64 + 16 * j + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
-            float* p = red + ml * kRedRow + nl;
-            *p = h == 0 ? acc[j][mt][c] : *p + acc[j][mt][c];
-          }
-    }
-    __syncthreads();
-  }
+  sum_k_slices<kWK, MT>(red, kRedRow, wn, wk, g, t, acc, [] { __syncthreads(); });
 
   const int64_t n0 = nb0 * 64;
   const int rows = min(TM, M - m0);

@@ -242,20 +242,15 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     if (warp != kConsumerWarps) return;
     if (lane == 0) prefetch_tensor_map(&xmap);
     const uint64_t policy = evict_first_policy();
-    const uint4* scales = reinterpret_cast<const uint4*>(w.scales);
-    const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
-    int64_t tile = q_begin / per_tile, j = q_begin % per_tile;
-    int64_t g_lo = j * kKS / tpg;
-    int r_lo = static_cast<int>(j * kKS % tpg);
+    StageCursor at(q_begin, per_tile, kKS, tpg);
     int slot = 0;
     uint32_t phase = 0;
     for (int64_t q = q_begin; q < q_end; ++q) {
-      const int64_t mi = tile / n_tiles, nt = tile % n_tiles;
-      const int64_t k0 = j * kKS, nb0 = nt * kWN, m0 = mi * TN;
+      const int64_t mi = at.tile / n_tiles, nt = at.tile % n_tiles;
+      const int64_t k0 = at.j * kKS, nb0 = nt * kWN, m0 = mi * TN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
       const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
-      int ng = 1;
-      for (int r = r_lo + nkt - 1; r >= tpg; r -= tpg) ++ng;
+      const int ng = at.groups(nkt, tpg);
       if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
       const uint32_t code_bytes = nkt * 512;
       const uint32_t bytes = 2 * kXBox + nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
@@ -276,18 +271,10 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         else
           bulk_load(dst, src, code_bytes, bar);
       }
-      if (lane < ng) {
-        const int64_t src = ((g_lo + lane) * n_blocks + nb0) * 8;
-        const uint32_t dst = base + kXBytes + kCodeBytes + lane * (kWN * 128);
-        bulk_load(dst, scales + src, nvalid * 128, bar);
-        if constexpr (ZP) bulk_load(dst + par_bytes, zeros + src, nvalid * 128, bar);
-      }
+      load_group_params<ZP, kWN>(lane, ng, at.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
+                                 base + kXBytes + kCodeBytes, par_bytes, bar);
       if (++slot == stages) slot = 0, phase ^= 1u;
-      if (++j == per_tile) {
-        j = 0, ++tile, g_lo = 0, r_lo = 0;
-      } else {
-        for (r_lo += kKS; r_lo >= tpg; r_lo -= tpg) ++g_lo;
-      }
+      at.next(per_tile, kKS, tpg);
     }
     return;
   }
