@@ -179,11 +179,11 @@ TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   EXPECT_EQ(kernel->path(33), wgmma ? "wgmma" : "tiled");
   EXPECT_EQ(kernel->path(127), wgmma ? "wgmma" : "tiled");
   EXPECT_EQ(kernel->path(128), "dequant+cublas");
-  testing::run_wna16_against_cpu_ref(
-      "cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_, {33, 77},
-      [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
-        EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
-      });
+  testing::run_wna16_against_cpu_ref("cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_,
+                                     {33, 77},
+                                     [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
+                                       EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
+                                     });
 }
 
 TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
@@ -252,8 +252,8 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
 // up to the cuBLAS bound, dequantize + cuBLAS for large M (earlier on small layers); the override forces
 // one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
-  for (int64_t M : {1, 4}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
-  for (int64_t M : {5, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
+  for (int64_t M : {1, 4, 8}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
+  for (int64_t M : {9, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4), Wna16FastPath::Stream);  // K * N = 8.4e7
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7
   for (int64_t M : {256, 1024, 100000}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Cublas) << M;
@@ -274,19 +274,25 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (384 on the largest layers),
-  // and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights.
-  for (int64_t M : {9, 16, 33, 48, 64, 256, 383})
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (640 / 384 / 192 on layers of
+  // >= 2e8 / 1e8 / 6e7 weights), and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights.
+  for (int64_t M : {9, 16, 33, 48, 64, 256, 383, 639})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
-  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(384, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(640, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(383, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
+  EXPECT_EQ(wna16_fast_path_for(384, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(127, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
+  EXPECT_EQ(wna16_fast_path_for(128, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Tiled);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(32, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(191, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(192, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(15, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);  // 2.5e7
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(48, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
@@ -296,7 +302,10 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 4096), 2);
-  EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 6);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(600, 8192, 57344), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);   // 6.7e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 2);  // 5.9e7
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), -1);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }

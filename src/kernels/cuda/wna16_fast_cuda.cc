@@ -21,10 +21,11 @@ namespace {
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
 // The stream kernel runs up to this M on layers of at least kWna16FastStreamMinKN weights (sm_90).
-// Measured on the H200 (docs/w4a16-kernel-notes.md, v5): at M = 1 it beats the tiled kernel by 7-17 %
-// on 70b.qkv / 8b.gate_up / 70b.gate_up / 70b.down and is 2-15 % behind it on smaller layers (its
-// fixed costs: one pipeline fill per SM, partial sums of split tiles); from M = 8 it is even or behind.
-constexpr int64_t kWna16FastStreamMaxM = 4;
+// Measured on the H200 (docs/w4a16-kernel-notes.md, v5 and v5e): at M = 1 it beats the tiled kernel by
+// 15-22 % on 70b.qkv / 8b.gate_up / 70b.gate_up / 70b.down and is 2-17 % behind it on smaller layers (its
+// fixed costs: one pipeline fill per SM, partial sums of split tiles); with late scaling (v5e) also at
+// M = 8 (70b.gate_up 116.5 vs 134.5 us, 70b.qkv 30.1 vs 33.3, 70b.down 64.5 vs 64.1).
+constexpr int64_t kWna16FastStreamMaxM = 8;
 constexpr double kWna16FastStreamMinKN = 7.5e7;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
@@ -32,11 +33,15 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
 }
-// Where the wgmma kernel (sm_90a, 4-bit) runs, up to the cuBLAS bound, which rises to
-// kWna16FastWgmmaCublasMinM on layers of at least 2e8 weights where it runs: see
-// wna16_wgmma_rule_tile. Measured on the H200 (docs/w4a16-kernel-notes.md, v6): dequantize + cuBLAS
-// beats it from M = 384 on 70b.down, 512 on 70b.gate_up.
-constexpr int64_t kWna16FastWgmmaCublasMinM = 384;
+// The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200
+// (docs/w4a16-kernel-notes.md, v6, run 2 of session 17: the 128 x 192 tile against dequantize + cuBLAS):
+// 70b.gate_up M = 512 846 vs 969 us, 1024 1633 vs 1576; 70b.down 512 454 vs 472, 1024 874 vs 765;
+// 8b.gate_up 384 221 vs 221, 512 273 vs 257; 70b.qkv 192 127 vs 126, 384 171 vs 150; 70b.o 128 79 vs 90,
+// 192 112 vs 106; below 6e7 weights (8b.down, 8b.qkv, 8b.o) the tiled kernel's bounds hold.
+int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  return kn >= 2e8 ? 640 : kn >= 1e8 ? 384 : kn >= 6e7 ? 192 : default_cublas_min_m(K, N);
+}
 
 std::atomic<int> g_forced_path{0};
 
@@ -65,11 +70,13 @@ void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<i
 // below, only where a small-token tile does: 16 x 128 tiles at 3 blocks per SM on layers under 3e7 weights
 // from M = 16 (8b.o M = 16: 16.3 vs 28.6 us), 32 x 256 tiles on layers of >= 2e8 from M = 17 (70b.gate_up
 // M = 32: 144 vs 206), 16 x 256 tiles on layers of >= 4e8 from M = 9 (70b.gate_up M = 16: 125 vs 145).
-// Above 64 tokens on layers of >= 2e8 weights the 128 x 256 tiles with the producer warpgroup's registers
-// (run 10: 70b.gate_up M = 256 478 vs 544 us, M = 1024 1560 vs 2000; 70b.down 292 vs 297, 897 vs 1075).
+// Above 64 tokens on layers of >= 6e7 weights the 128 x 192 tiles with three consumer warpgroups (run 2 of
+// session 17, M = 96..512: 70b.gate_up M = 128 259 vs 297 us for the 128 x 256 tile, M = 256 456 vs 484;
+// 70b.down 161 vs 235, 258 vs 294; 8b.gate_up M = 96 92 vs 103 for 128 x 128; 70b.qkv 76 vs 83; 70b.o
+// 71 vs 75); on 8b.down (5.9e7, N = 4096) 128 x 128 stays ahead (M = 96: 77 vs 80).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  if (M > 64) return kn >= 2e8 ? 6 : 2;
+  if (M > 64) return kn >= 6e7 ? 9 : 2;
   if (M >= 33) return kn >= 2e8 ? 0 : 1;
   if (kn < 3e7) return M >= 16 ? 5 : -1;
   if (kn >= 2e8 && M >= 17) return 4;
@@ -100,11 +107,10 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
     return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
-  const double kn = static_cast<double>(K) * static_cast<double>(N);
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env
-                             : wgmma_layer && kn >= 2e8 ? kWna16FastWgmmaCublasMinM
-                                                        : default_cublas_min_m(K, N);
+                             : wgmma_layer      ? wgmma_cublas_min_m(K, N)
+                                                : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
   if (wgmma_layer && (wgmma_min_env > 0 ? M >= wgmma_min_env : wna16_wgmma_rule_tile(M, K, N) >= 0))
     return Wna16FastPath::Wgmma;
@@ -143,8 +149,8 @@ cudaError_t launch_wna16_wgmma_permute_x(const void*, int64_t, int64_t, const in
 bool wna16_wgmma_usable(const Wna16FastArgs&, int) { return false; }
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int) { return 0; }
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int) { return 0; }
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int,
-                                    float*, unsigned*, const float*, void*, cudaStream_t) {
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, float*, unsigned*,
+                                    const float*, void*, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -303,8 +309,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // x goes through a copy in packed-row order and the MMA's k order first (wna16_wgmma.h).
   void run_wgmma(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
     Tensor xp = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
-    const bool vectors =
-        identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
+    const bool vectors = identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
                                                       a_.rows, xp.raw_data(), ctx.stream));
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
@@ -389,9 +394,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t K = cfg_.K_p, N = cfg_.N_p;
     Tensor wd = Tensor::empty({K, a_.N_pad}, cfg_.act_dtype, cfg_.device);
     QLM_CUDA_CHECK(cuda::launch_wna16_fast_dequant(a_, wd.raw_data(), ctx.stream));
-    if (b)
-      QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(
-          b, M, N, y.raw_data(), wna16_act(cfg_.act_dtype), ctx.stream));
+    if (b) QLM_CUDA_CHECK(cuda::launch_wna16_bias_rows(b, M, N, y.raw_data(), wna16_act(cfg_.act_dtype), ctx.stream));
     const float alpha = 1.0f, beta = b ? 1.0f : 0.0f;
     const cudaDataType_t type = cuda::data_type_of(cfg_.act_dtype);
     QLM_CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));

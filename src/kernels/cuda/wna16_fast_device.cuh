@@ -95,6 +95,61 @@ __device__ __forceinline__ void dequant_tile(uint32_t w0, uint32_t w1, uint32_t 
   }
 }
 
+// Late scaling (4-bit codes): the A fragment of one 16x16 tile holding the raw values base + code,
+// exact in the act dtype (base = the conversion's magic: 128 for BF16, 1024 for F16), with no scale or
+// zero applied: 7 instructions per tile instead of 15. A group's MMAs on these values give
+// sum (base + c) x; with sum x over the same k-tiles (an MMA with kOnesFragment) the group adds
+// s * (sum (base + c) x - (base + z) * sum x) = s * sum (c - z) x to the result (`apply_group`), and the
+// weights are never rounded to the act dtype.
+template <bool BF16>
+__device__ __forceinline__ void raw_tile4(uint32_t w, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int p = 0; p < 4; ++p) a[p] = lop_and_or(w >> (4 * p), 0x000F000Fu, BF16 ? 0x43004300u : 0x64006400u);
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t ones_pair() {
+  return BF16 ? 0x3F803F80u : 0x3C003C00u;
+}
+
+// Low / high 16-bit act-dtype value of a word, as f32 (exact).
+template <bool BF16>
+__device__ __forceinline__ float act_lo(uint32_t w) {
+  if constexpr (BF16) return __uint_as_float(w << 16);
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
+}
+template <bool BF16>
+__device__ __forceinline__ float act_hi(uint32_t w) {
+  if constexpr (BF16) return __uint_as_float(w & 0xFFFF0000u);
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
+
+// Adds one group's share to acc and clears the group sums: accg[j][mt] are the MMA sums of tile j on raw
+// values (rows g, g + 8 = columns of the tile; tokens 2t, 2t + 1), sx[mt] the sums of x (c0, c1: tokens
+// 2t, 2t + 1), sv / zv the group's scale and base + zero words (word j: row g low, row g + 8 high).
+template <bool BF16, int MT>
+__device__ __forceinline__ void apply_group(const uint4& sv, const uint4& zv, float (&accg)[4][MT][4],
+                                            float (&sx)[MT][4], float (&acc)[4][MT][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t sw = word_of(sv, j), zw = word_of(zv, j);
+    const float s0 = act_lo<BF16>(sw), s1 = act_hi<BF16>(sw), z0 = act_lo<BF16>(zw), z1 = act_hi<BF16>(zw);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      acc[j][mt][0] = fmaf(s0, fmaf(-z0, sx[mt][0], accg[j][mt][0]), acc[j][mt][0]);
+      acc[j][mt][1] = fmaf(s0, fmaf(-z0, sx[mt][1], accg[j][mt][1]), acc[j][mt][1]);
+      acc[j][mt][2] = fmaf(s1, fmaf(-z1, sx[mt][0], accg[j][mt][2]), acc[j][mt][2]);
+      acc[j][mt][3] = fmaf(s1, fmaf(-z1, sx[mt][1], accg[j][mt][3]), acc[j][mt][3]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) accg[j][mt][c] = 0.0f;
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sx[mt][c] = 0.0f;
+}
+
 template <int BITS, bool BF16>
 __device__ __forceinline__ void dequant_block_tile(const uint4 (&wv)[BITS / 4], const uint4& sv, const uint4& zv, int j,
                                                    uint32_t (&a)[4]) {

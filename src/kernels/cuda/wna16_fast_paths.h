@@ -14,13 +14,13 @@ namespace qlm {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
-// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 4,
+// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 8,
 // on layers of K * N >= 7.5e7 (sm_90); wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
 // and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
-// only with enough column tiles): M >= 256 for K*N >= 2e8 (384 where wgmma runs), >= 128 for
-// K*N >= 4e7, else >= 48. 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us
+// only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
+// wgmma runs, M >= 640 for K*N >= 2e8, 384 for >= 1e8, 192 for >= 6e7. 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us
 // vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
@@ -32,7 +32,8 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
                                   bool wgmma_ok = false);
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
-// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8 (the tile by M and size).
+// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8 (the tile by M and size;
+// above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);

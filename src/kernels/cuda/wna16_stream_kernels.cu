@@ -66,6 +66,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes, kXBytes = S::kXBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
+  // One m-tile of 4-bit codes: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh), about half
+  // the consumer instructions per k-tile. More m-tiles keep the per-weight scaling (registers).
+  constexpr bool kLate = BITS == 4 && MT == 1;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxStages];  // full[0..stages), empty[kMaxStages..)
   __shared__ bool last_segment;
@@ -165,6 +168,8 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         auto compute = [&](const int valid) {
           uint4 wv[KH][V], sv[KH], zv[KH];
           uint2 xb[KH][MT];
+          bool group_end[KH];
+          int par_at[KH];  // late scaling: the k-tile's scale / zero index, read at its group's last k-tile
           int64_t gk = ga;
           int rk = ra;
 #pragma unroll
@@ -174,9 +179,13 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 #pragma unroll
               for (int v = 0; v < V; ++v) wv[ii][v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
               const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
-              sv[ii] = ss[pi];
-              zv[ii] = zconst;
-              if constexpr (ZP) zv[ii] = sz[pi];
+              group_end[ii] = rk + 1 == tpg;
+              par_at[ii] = pi;
+              if constexpr (!kLate) {
+                sv[ii] = ss[pi];
+                zv[ii] = zconst;
+                if constexpr (ZP) zv[ii] = sz[pi];
+              }
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
                 xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
@@ -186,15 +195,41 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
               ++gk;
             }
           }
+          if constexpr (kLate) {
+            // Raw-code MMAs and x sums per k-tile; a group's scales at its last k-tile here (or the warp's last).
+            float accg[4][MT][4], sx[MT][4];
 #pragma unroll
-          for (int ii = 0; ii < KH; ++ii) {
-            if (ii < valid) {
+            for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
-              for (int jj = 0; jj < 4; ++jj) {
-                uint32_t a[4];
-                dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
+              for (int c = 0; c < 4; ++c) accg[jj][0][c] = 0.0f;
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
+            for (int c = 0; c < 4; ++c) sx[0][c] = 0.0f;
+            const uint32_t ones[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
+#pragma unroll
+            for (int ii = 0; ii < KH; ++ii) {
+              if (ii < valid) {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+                  uint32_t a[4];
+                  raw_tile4<BF16>(word_of(wv[ii][0], jj), a);
+                  mma16816<BF16>(accg[jj][0], a, xb[ii][0].x, xb[ii][0].y);
+                }
+                mma16816<BF16>(sx[0], ones, xb[ii][0].x, xb[ii][0].y);
+                if (group_end[ii] || ii + 1 == valid)
+                  apply_group<BF16, MT>(ss[par_at[ii]], ZP ? sz[par_at[ii]] : zconst, accg, sx, acc);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int ii = 0; ii < KH; ++ii) {
+              if (ii < valid) {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+                  uint32_t a[4];
+                  dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
+#pragma unroll
+                  for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
+                }
               }
             }
           }

@@ -30,8 +30,8 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 // Tile configurations: tokens per tile (the wgmma's N), column blocks of 64 per consumer warpgroup,
 // blocks per multiprocessor, producer warps (1, or 4: a producer warpgroup giving its registers to the
 // consumers, for 128 accumulators per thread), consumer warpgroups (a tile is 64 * blocks_per_wg *
-// consumer_warpgroups columns). Entries 8 and 9 (three consumer warpgroups) are experimental: compiled,
-// not yet run on a GPU, never chosen by the rule (QLM_WGMMA_TILE=8|9 forces them).
+// consumer_warpgroups columns). Entries 8 and 9 have three consumer warpgroups (512 threads); the rule
+// runs 9 (128 x 192) above 64 tokens on layers of >= 6e7 weights, 8 only when forced (QLM_WGMMA_TILE=8).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
 };

@@ -1,0 +1,226 @@
+// Probe (investigation tool, not part of the library): how fast can one H200 stream a 70b.gate_up-sized
+// int4 weight matrix in the cuda_wna16_fast layout (column blocks of 64 columns, 512 bytes per 16-row
+// k-tile, contiguous along k), with no math, by each of the data-movement schemes the W4A16 kernels use?
+//   ldg        every thread loads 16-byte vectors (ld.global.nc, L1 no-allocate), 8 in flight, grid-stride
+//   bulk       a producer warp per block issues cp.async.bulk copies into a ring of stages in shared
+//              memory completing on mbarriers; 8 consumer warps read each stage (LDS.128) and release it;
+//              persistent grid, stream-K over the stages as the stream kernel does
+// Every scheme XORs every 16-byte word it reads; the XORs must agree (so each read everything once).
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/probes/stream_bw.cu -o stream_bw
+// Run:   ./stream_bw    (prints one line per scheme: µs per pass and GB/s)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+__device__ __forceinline__ uint64_t evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint4 ldg_nc(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 ldg_nc_hint(const uint4* p, uint64_t pol) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(pol));
+  return v;
+}
+
+template <bool HINT>
+__global__ void __launch_bounds__(256) ldg_kernel(const uint4* __restrict__ src, int64_t n, unsigned* out) {
+  constexpr int U = 8;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  uint64_t pol = 0;
+  if (HINT) pol = evict_first();
+  unsigned acc = 0;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = HINT ? ldg_nc_hint(src + i + u * stride, pol) : ldg_nc(src + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    uint4 v = ldg_nc(src + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  atomicXor(out, acc);
+}
+
+__device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint32_t b, uint32_t c) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(c) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t b, uint32_t ph) {
+  asm volatile(
+      "{\n.reg .pred d;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W;\n}\n" ::"r"(b), "r"(ph)
+      : "memory");
+}
+__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol,
+                                     bool hint) {
+  if (hint)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+            "r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+        : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+// Layout: n_blocks column blocks of k_tiles * 512 bytes each. A tile = WN consecutive column blocks; a stage =
+// KS k-tiles of each of them (WN copies of KS*512 bytes), or with WN == 1 KS k-tiles of one block.
+struct BulkCfg {
+  int wn, ks, stages;
+  bool hint;
+  int consumers;  // warps
+};
+
+constexpr int kMaxStagesProbe = 16;
+
+__global__ void bulk_kernel(const unsigned char* __restrict__ src, int64_t n_blocks, int64_t k_tiles, BulkCfg c,
+                            unsigned* out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bars[2 * kMaxStagesProbe];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int stage_bytes = c.wn * c.ks * 512;
+  const int64_t per_tile = k_tiles / c.ks, n_tiles = n_blocks / c.wn;
+  const int64_t T = n_tiles * per_tile, G = gridDim.x;
+  const int64_t q0 = blockIdx.x * T / G, q1 = (blockIdx.x + 1) * T / G;
+  const uint32_t full0 = saddr(&bars[0]), empty0 = saddr(&bars[kMaxStagesProbe]);
+  if (tid == 0) {
+    for (int i = 0; i < c.stages; ++i) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, c.consumers);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == c.consumers) {
+    const uint64_t pol = evict_first();
+    int slot = 0;
+    uint32_t ph = 0;
+    int64_t tile = q0 / per_tile, j = q0 % per_tile;
+    for (int64_t q = q0; q < q1; ++q) {
+      if (q - q0 >= c.stages) mbar_wait(empty0 + 8 * slot, ph ^ 1u);
+      const uint32_t base = saddr(smem) + slot * stage_bytes, bar = full0 + 8 * slot;
+      if (lane == 0) mbar_expect(bar, stage_bytes);
+      __syncwarp();
+      if (lane < c.wn)
+        bulk(base + lane * c.ks * 512, src + ((tile * c.wn + lane) * k_tiles + j * c.ks) * 512, c.ks * 512, bar, pol,
+             c.hint);
+      if (++slot == c.stages) slot = 0, ph ^= 1u;
+      if (++j == per_tile) j = 0, ++tile;
+    }
+    return;
+  }
+  unsigned acc = 0;
+  int slot = 0;
+  uint32_t ph = 0;
+  const int vec = stage_bytes / 16, per_warp = vec / c.consumers;
+  for (int64_t q = q0; q < q1; ++q) {
+    mbar_wait(full0 + 8 * slot, ph);
+    const uint4* s = reinterpret_cast<const uint4*>(smem + slot * stage_bytes) + warp * per_warp;
+    for (int i = lane; i < per_warp; i += 32) {
+      uint4 v = s[i];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+    if (++slot == c.stages) slot = 0, ph ^= 1u;
+  }
+  atomicXor(out, acc);
+}
+
+int main() {
+  const int64_t n_blocks = 896, k_tiles = 512;  // 70b.gate_up int4: 8192 x 57344
+  const int64_t bytes = n_blocks * k_tiles * 512;
+  unsigned char* buf;
+  unsigned* out;
+  CHECK(cudaMalloc(&buf, bytes));
+  CHECK(cudaMalloc(&out, sizeof(unsigned)));
+  {
+    std::vector<uint32_t> h(bytes / 4);
+    uint32_t s = 12345;
+    for (auto& v : h) s = s * 1664525u + 1013904223u, v = s;
+    CHECK(cudaMemcpy(buf, h.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  unsigned ref = 0;
+  auto run = [&](const char* name, auto launch) {
+    const int reps = 20;
+    CHECK(cudaMemset(out, 0, 4));
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    unsigned got = 0;
+    CHECK(cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaEventRecord(e0));
+    for (int r = 0; r < reps; ++r) launch();
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    const double us = 1e3 * ms / reps;
+    if (ref == 0) ref = got;
+    std::printf("%-40s %8.1f us  %7.0f GB/s  %s\n", name, us, bytes / us * 1e-3, got == ref ? "xor ok" : "XOR MISMATCH");
+  };
+  const int64_t n16 = bytes / 16;
+  for (int bps : {4, 8, 16})
+    run(bps == 4 ? "ldg 4 blocks/SM x256" : bps == 8 ? "ldg 8 blocks/SM x256" : "ldg 16 blocks/SM x256", [&] {
+      ldg_kernel<false><<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out);
+    });
+  run("ldg 8 blocks/SM evict_first", [&] {
+    ldg_kernel<true><<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out);
+  });
+  struct V {
+    const char* name;
+    BulkCfg c;
+    int bps;
+  } vs[] = {
+      {"bulk 4x4KB ring12 hint (stream kernel)", {4, 8, 12, true, 8}, 1},
+      {"bulk 4x4KB ring12 no hint", {4, 8, 12, false, 8}, 1},
+      {"bulk 4x4KB ring6 hint 2 blocks/SM", {4, 8, 6, true, 8}, 2},
+      {"bulk 1x16KB ring12 hint", {1, 32, 12, true, 8}, 1},
+      {"bulk 4x8KB ring6 hint", {4, 16, 6, true, 8}, 1},
+      {"bulk 4x2KB ring16 hint", {4, 4, 16, true, 8}, 1},
+      {"bulk 4x4KB ring4 hint 3 blocks/SM", {4, 8, 4, true, 8}, 3},
+      {"bulk 1x4KB ring16 hint 3 blocks/SM", {1, 8, 16, true, 4}, 3},
+  };
+  for (const V& v : vs) {
+    const int smem = v.c.wn * v.c.ks * 512 * v.c.stages;
+    CHECK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    run(v.name, [&] {
+      bulk_kernel<<<sms * v.bps, (v.c.consumers + 1) * 32, smem>>>(buf, n_blocks, k_tiles, v.c, out);
+    });
+  }
+  CHECK(cudaGetLastError());
+  return 0;
+}
