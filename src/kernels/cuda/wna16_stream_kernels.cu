@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
@@ -38,17 +39,24 @@ constexpr int kMaxStages = 12;      // ring depth when shared memory allows (16 
 
 template <int BITS, int MT>
 struct StreamShape {
-  // Consumer warps: 4 along N (one per column block) x kWK along K. Measured on the H200 (notes):
-  // at one m-tile 16 warps were no faster than 8 (the ring, not the math, limits there); at two,
-  // 16 were 10-35 % faster on 4096-wide layers; at four, 16 would not fit the registers.
-  static constexpr int kConsumerWarps = MT == 2 ? 16 : 8;
+  // 4-bit codes at one m-tile: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
+  // stages per warp: consumer warp (wn, p) takes column block wn, all KS k-tiles, of every kWK-th stage
+  // (those with p = stage index mod kWK), so kWK stages are in the consumers' hands at once. Otherwise
+  // warp (wn, wk) takes k-tiles [wk * KH, (wk + 1) * KH) of column block wn of every stage.
+  static constexpr bool kLate = BITS == 4 && MT == 1;
+  // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
+  // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
+  // instructions per scheduler and cycle); at two m-tiles 16 warps were 10-35 % faster than 8 on 4096-wide
+  // layers; at four, 16 would not fit the registers.
+  static constexpr int kConsumerWarps = kLate ? 12 : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr int V = BITS / 4;
   static constexpr int KS = 8 / V;  // k-tiles per stage: 16 KB of codes per stage for either width
   static constexpr int TM = 8 * MT;
-  static constexpr int KH = KS / kWK;        // k-tiles per consumer warp and stage
+  static constexpr int KH = kLate ? KS : KS / kWK;                  // k-tiles per consumer warp and stage
+  static constexpr int kStageWarps = kLate ? kWN : kConsumerWarps;  // consumer warps reading each stage
   static constexpr int XRow = KS * 16 + 16;  // halves per token row (padded: conflict-free B loads)
   static constexpr int kCodeBytes = kWN * KS * V * 512;
   static constexpr int kXBytes = TM * XRow * 2;
@@ -66,9 +74,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes, kXBytes = S::kXBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
-  // One m-tile of 4-bit codes: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh), about half
-  // the consumer instructions per k-tile. More m-tiles keep the per-weight scaling (registers).
-  constexpr bool kLate = BITS == 4 && MT == 1;
+  constexpr bool kLate = S::kLate;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxStages];  // full[0..stages), empty[kMaxStages..)
   __shared__ bool last_segment;
@@ -87,7 +93,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(full0 + 8 * i, 1);
-      mbar_init(empty0 + 8 * i, kConsumerWarps);
+      mbar_init(empty0 + 8 * i, S::kStageWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -124,13 +130,19 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     return;
   }
 
-  // Consumers: warp (wn, wk) owns column block wn of the tile and k-tiles [wk*KH, (wk+1)*KH) of each stage.
+  // Consumers: warp (wn, wk) owns column block wn of the tile and k-tiles [kl0, kl0 + KH) of a stage: of
+  // each stage, or with late scaling of every kWK-th stage (wk = stage index mod kWK) and all its k-tiles.
   const int wn = warp % kWN, wk = warp / kWN;
+  const int kl0 = kLate ? 0 : wk * KH;
+  // Late scaling without per-k-tile bookkeeping where groups are aligned with stages (tpg a multiple or a
+  // divisor of KH = KS: g16 / g32 / g64 / g128 and up); stages start at multiples of KS.
+  const bool aligned_groups = kLate && (tpg % KH == 0 || KH % tpg == 0);
   const int g = lane >> 2, t = lane & 3;
   float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   int slot = 0;  // ring slot and phase of the next stage, advanced like the producer's
   uint32_t phase = 0;
+  int turn = 0;  // late scaling: stage index mod kWK (this warp's stage when turn == wk)
   int64_t q = q_begin;
   while (q < q_end) {
     const int64_t nt = q / per_tile, j0 = q % per_tile;
@@ -150,14 +162,15 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     // position inside the group, advanced by counting instead of dividing per k-tile.
     int64_t gl = (j0 * KS) / tpg;
     int rl = static_cast<int>((j0 * KS) % tpg);
-    int64_t ga = (j0 * KS + wk * KH) / tpg;
-    int ra = static_cast<int>((j0 * KS + wk * KH) % tpg);
+    int64_t ga = (j0 * KS + kl0) / tpg;
+    int ra = static_cast<int>((j0 * KS + kl0) % tpg);
     for (int64_t j = j0; j < j1; ++j) {
-      mbar_wait(full0 + 8 * slot, phase);
+      const bool mine = !kLate || turn == wk;
+      if (mine) mbar_wait(full0 + 8 * slot, phase);
       const int64_t k0 = j * KS;
       // This warp's k-tiles of the stage that exist (all KH but in a tile's last, partial stage).
-      const int64_t left = k_tiles - (k0 + wk * KH);
-      if (warp_active && left > 0) {
+      const int64_t left = k_tiles - (k0 + kl0);
+      if (mine && warp_active && left > 0) {
         const unsigned char* sp = smem + slot * stage_bytes;
         const uint4* sc = reinterpret_cast<const uint4*>(sp);
         const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
@@ -168,24 +181,18 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         auto compute = [&](const int valid) {
           uint4 wv[KH][V], sv[KH], zv[KH];
           uint2 xb[KH][MT];
-          bool group_end[KH];
-          int par_at[KH];  // late scaling: the k-tile's scale / zero index, read at its group's last k-tile
           int64_t gk = ga;
           int rk = ra;
 #pragma unroll
           for (int ii = 0; ii < KH; ++ii) {
-            const int kl = wk * KH + ii;
+            const int kl = kl0 + ii;
             if (ii < valid) {
 #pragma unroll
               for (int v = 0; v < V; ++v) wv[ii][v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
               const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
-              group_end[ii] = rk + 1 == tpg;
-              par_at[ii] = pi;
-              if constexpr (!kLate) {
-                sv[ii] = ss[pi];
-                zv[ii] = zconst;
-                if constexpr (ZP) zv[ii] = sz[pi];
-              }
+              sv[ii] = ss[pi];
+              zv[ii] = zconst;
+              if constexpr (ZP) zv[ii] = sz[pi];
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
                 xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
@@ -195,52 +202,95 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
               ++gk;
             }
           }
-          if constexpr (kLate) {
-            // Raw-code MMAs and x sums per k-tile; a group's scales at its last k-tile here (or the warp's last).
-            float accg[4][MT][4], sx[MT][4];
 #pragma unroll
-            for (int jj = 0; jj < 4; ++jj)
+          for (int ii = 0; ii < KH; ++ii) {
+            if (ii < valid) {
 #pragma unroll
-              for (int c = 0; c < 4; ++c) accg[jj][0][c] = 0.0f;
+              for (int jj = 0; jj < 4; ++jj) {
+                uint32_t a[4];
+                dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
 #pragma unroll
-            for (int c = 0; c < 4; ++c) sx[0][c] = 0.0f;
-            const uint32_t ones[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
-#pragma unroll
-            for (int ii = 0; ii < KH; ++ii) {
-              if (ii < valid) {
-#pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-                  uint32_t a[4];
-                  raw_tile4<BF16>(word_of(wv[ii][0], jj), a);
-                  mma16816<BF16>(accg[jj][0], a, xb[ii][0].x, xb[ii][0].y);
-                }
-                mma16816<BF16>(sx[0], ones, xb[ii][0].x, xb[ii][0].y);
-                if (group_end[ii] || ii + 1 == valid)
-                  apply_group<BF16, MT>(ss[par_at[ii]], ZP ? sz[par_at[ii]] : zconst, accg, sx, acc);
+                for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
               }
             }
-          } else {
+          }
+        };
+        // Late scaling, any groups and partial stages: k-tile by k-tile, a group's scales at its last k-tile
+        // (or the stage's last valid one).
+        auto late_any = [&](const int valid) {
+          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
+          zero_late_sums<MT>(accg, xsum);
+          int64_t gk = ga;
+          int rk = ra;
+#pragma unroll 2
+          for (int ii = 0; ii < valid; ++ii) {
+            const int kl = kl0 + ii;
+            const uint4 wv = sc[(wn * KS + kl) * 32 + lane];
+            const uint2 xb = *reinterpret_cast<const uint2*>(sx + g * XRow + kl * 16 + 4 * t);
+            late_k_tile<BF16, MT>(wv, xb, accg, xsum);
+            if (rk + 1 == tpg || ii + 1 == valid) {
+              const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
+              apply_group<BF16, MT>(ss[pi], ZP ? sz[pi] : zconst, accg, xsum, acc);
+            }
+            if (++rk == tpg) rk = 0, ++gk;
+          }
+        };
+        // A whole stage of aligned groups (late scaling): no per-k-tile guards; a group's scales applied
+        // every FE k-tiles (FE = min(tpg, KH)).
+        auto aligned_stage = [&](auto fe) {
+          constexpr int FE = decltype(fe)::value;
+          int pi = (static_cast<int>(ga - gl) * kWN + wn) * 8 + g;
+          uint4 s4 = ss[pi], z4 = ZP ? sz[pi] : zconst;
+          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
+          zero_late_sums<MT>(accg, xsum);
+          // Loads of 4 k-tiles at a time (registers: 12 warps of 128).
 #pragma unroll
-            for (int ii = 0; ii < KH; ++ii) {
-              if (ii < valid) {
+          for (int h = 0; h < KH; h += 4) {
+            uint4 wv[4];
+            uint2 xb[4];
 #pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-                  uint32_t a[4];
-                  dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
+            for (int ii = 0; ii < 4; ++ii) {
+              wv[ii] = sc[(wn * KS + kl0 + h + ii) * 32 + lane];
+              xb[ii] = *reinterpret_cast<const uint2*>(sx + g * XRow + (kl0 + h + ii) * 16 + 4 * t);
+            }
 #pragma unroll
-                  for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
+            for (int ii = 0; ii < 4; ++ii) {
+              late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
+              if ((h + ii + 1) % FE == 0) {
+                apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
+                if (h + ii + 1 < KH) {  // the next group of the stage
+                  pi += kWN * 8;
+                  s4 = ss[pi];
+                  if constexpr (ZP) z4 = sz[pi];
                 }
               }
             }
           }
         };
-        if (left >= KH)
+        if constexpr (kLate) {
+          if (aligned_groups && left >= KH) {
+            if (tpg % KH == 0)
+              aligned_stage(std::integral_constant<int, KH>{});
+            else if (tpg == 4)
+              aligned_stage(std::integral_constant<int, 4>{});
+            else if (tpg == 2)
+              aligned_stage(std::integral_constant<int, 2>{});
+            else
+              aligned_stage(std::integral_constant<int, 1>{});
+          } else {
+            late_any(left < KH ? static_cast<int>(left) : KH);
+          }
+        } else if (left >= KH) {
           compute(KH);
-        else
+        } else {
           compute(static_cast<int>(left));
+        }
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+      if (mine) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+      }
+      if (++turn == kWK) turn = 0;
       if (++slot == stages) slot = 0, phase ^= 1u;
       // Next stage: both positions move by KS k-tiles.
       rl += KS;
@@ -249,7 +299,8 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
       while (ra >= tpg) ra -= tpg, ++ga;
     }
 
-    // Sum the two k-halves: [token][column] floats in the reduction tile (not part of the ring).
+    // Sum the kWK k-slices (stage phases with late scaling): [token][column] floats in the reduction tile
+    // (not part of the ring).
     sum_k_slices<kWK, MT>(red, kRedRow, wn, wk, g, t, acc, [] { consumer_sync<kConsumers>(); });
 
     const int64_t n0 = nb0 * 64;
