@@ -134,15 +134,14 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   // each stage, or with late scaling of every kWK-th stage (wk = stage index mod kWK) and all its k-tiles.
   const int wn = warp % kWN, wk = warp / kWN;
   const int kl0 = kLate ? 0 : wk * KH;
-  // Late scaling without per-k-tile bookkeeping where groups are aligned with stages (tpg a multiple or a
-  // divisor of KH = KS: g16 / g32 / g64 / g128 and up); stages start at multiples of KS.
-  const bool aligned_groups = kLate && (tpg % KH == 0 || KH % tpg == 0);
+  // Late scaling: one scale group per stage (tpg a multiple of KS: g128 and coarser; stages start at
+  // multiples of KS) takes the path without per-k-tile bookkeeping.
+  const bool one_group = kLate && tpg % KH == 0;
   const int g = lane >> 2, t = lane & 3;
   float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   int slot = 0;  // ring slot and phase of the next stage, advanced like the producer's
   uint32_t phase = 0;
-  int turn = 0;  // late scaling: stage index mod kWK (this warp's stage when turn == wk)
   int64_t q = q_begin;
   while (q < q_end) {
     const int64_t nt = q / per_tile, j0 = q % per_tile;
@@ -158,145 +157,163 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
 
-    // Group of the stage's first k-tile (gl, rl) and of this warp's first k-tile (ga, ra): index and
-    // position inside the group, advanced by counting instead of dividing per k-tile.
-    int64_t gl = (j0 * KS) / tpg;
-    int rl = static_cast<int>((j0 * KS) % tpg);
-    int64_t ga = (j0 * KS + kl0) / tpg;
-    int ra = static_cast<int>((j0 * KS + kl0) % tpg);
-    for (int64_t j = j0; j < j1; ++j) {
-      const bool mine = !kLate || turn == wk;
-      if (mine) mbar_wait(full0 + 8 * slot, phase);
-      const int64_t k0 = j * KS;
-      // This warp's k-tiles of the stage that exist (all KH but in a tile's last, partial stage).
-      const int64_t left = k_tiles - (k0 + kl0);
-      if (mine && warp_active && left > 0) {
-        const unsigned char* sp = smem + slot * stage_bytes;
-        const uint4* sc = reinterpret_cast<const uint4*>(sp);
-        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
-        const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes);
-        const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes);
-        // All loads of the warp's k-tiles first, then the math: the shared-memory latency is paid once
-        // per stage, not once per k-tile. `valid` is KH (a constant after inlining) but in partial stages.
-        auto compute = [&](const int valid) {
-          uint4 wv[KH][V], sv[KH], zv[KH];
-          uint2 xb[KH][MT];
-          int64_t gk = ga;
-          int rk = ra;
+    if constexpr (kLate) {
+      // This warp's stages of the segment: every kWK-th of the block's stage sequence, from the first whose
+      // index i (since q_begin) is wk mod kWK; ring slot i mod stages, phase (i / stages) & 1.
+      const int64_t i0 = q - q_begin;
+      const int64_t skip = ((wk - i0 % kWK) % kWK + kWK) % kWK;
+      int lslot = static_cast<int>((i0 + skip) % stages);
+      uint32_t lphase = static_cast<uint32_t>(((i0 + skip) / stages) & 1);
+      for (int64_t j = j0 + skip; j < j1; j += kWK) {
+        mbar_wait(full0 + 8 * lslot, lphase);
+        const int64_t k0 = j * KS;
+        const int left = static_cast<int>(k_tiles - k0 < KH ? k_tiles - k0 : KH);  // k-tiles of the stage
+        const unsigned char* sp = smem + lslot * stage_bytes;
+        const uint4* sc = reinterpret_cast<const uint4*>(sp) + wn * KS * 32 + lane;
+        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes) + g * XRow + 4 * t;
+        const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes) + wn * 8 + g;
+        const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes) + wn * 8 + g;
+        const auto x_frag = [&](int kl) { return *reinterpret_cast<const uint2*>(sx + kl * 16); };
+        const auto release = [&] {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(empty0 + 8 * lslot);
+        };
+        // Scale / zero group r of the stage (r = 0: the group of its first k-tile).
+        const auto params = [&](int r, uint4& s4, uint4& z4) {
+          s4 = ss[r * kWN * 8];
+          z4 = ZP ? sz[r * kWN * 8] : zconst;
+        };
+        if (!warp_active) {
+          release();
+        } else if (one_group && left == KH) {
+          // One group: every fragment into registers, the slot released (back in flight during the math).
+          uint4 s4, z4, wv[KH];
+          uint2 xb[KH];
+          params(0, s4, z4);
 #pragma unroll
-          for (int ii = 0; ii < KH; ++ii) {
-            const int kl = kl0 + ii;
-            if (ii < valid) {
+          for (int ii = 0; ii < KH; ++ii) wv[ii] = sc[ii * 32], xb[ii] = x_frag(ii);
+          release();
+          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
+          zero_late_sums<MT>(accg, xsum);
 #pragma unroll
-              for (int v = 0; v < V; ++v) wv[ii][v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
-              const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
-              sv[ii] = ss[pi];
-              zv[ii] = zconst;
-              if constexpr (ZP) zv[ii] = sz[pi];
+          for (int ii = 0; ii < KH; ++ii) late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
+          apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
+        } else if (tpg < KH && KH % tpg == 0 && left == KH) {
+          // Groups of 1, 2 or 4 k-tiles: their scales every tpg k-tiles, unrolled (one instance per size).
+          const auto groups_of = [&](auto size) {
+            constexpr int FE = decltype(size)::value;
+            float accg[4][MT][4], xsum[MT][4];
+            zero_late_sums<MT>(accg, xsum);
 #pragma unroll
-              for (int mt = 0; mt < MT; ++mt)
-                xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
+            for (int h = 0; h < KH; h += FE) {
+              uint4 wv[FE], s4, z4;
+              uint2 xb[FE];
+#pragma unroll
+              for (int ii = 0; ii < FE; ++ii) wv[ii] = sc[(h + ii) * 32], xb[ii] = x_frag(h + ii);
+              params(h / FE, s4, z4);
+#pragma unroll
+              for (int ii = 0; ii < FE; ++ii) late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
+              apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
             }
-            if (++rk == tpg) {
-              rk = 0;
-              ++gk;
+            release();
+          };
+          if (tpg == 4)
+            groups_of(std::integral_constant<int, 4>{});
+          else if (tpg == 2)
+            groups_of(std::integral_constant<int, 2>{});
+          else
+            groups_of(std::integral_constant<int, 1>{});
+        } else {
+          // Any groups, partial stages: k-tile by k-tile, a group's scales at its last k-tile of the stage.
+          float accg[4][MT][4], xsum[MT][4];
+          zero_late_sums<MT>(accg, xsum);
+          int rk = static_cast<int>(k0 % tpg), r = 0;
+          for (int ii = 0; ii < left; ++ii) {
+            late_k_tile<BF16, MT>(sc[ii * 32], x_frag(ii), accg, xsum);
+            if (rk + 1 == tpg || ii + 1 == left) {
+              uint4 s4, z4;
+              params(r, s4, z4);
+              apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
             }
+            if (++rk == tpg) rk = 0, ++r;
           }
+          release();
+        }
+        lslot += kWK;
+        while (lslot >= stages) lslot -= stages, lphase ^= 1u;
+      }
+    } else {
+      // Group of the stage's first k-tile (gl, rl) and of this warp's first k-tile (ga, ra): index and
+      // position inside the group, advanced by counting instead of dividing per k-tile.
+      int64_t gl = (j0 * KS) / tpg;
+      int rl = static_cast<int>((j0 * KS) % tpg);
+      int64_t ga = (j0 * KS + kl0) / tpg;
+      int ra = static_cast<int>((j0 * KS + kl0) % tpg);
+      for (int64_t j = j0; j < j1; ++j) {
+        mbar_wait(full0 + 8 * slot, phase);
+        const int64_t k0 = j * KS;
+        // This warp's k-tiles of the stage that exist (all KH but in a tile's last, partial stage).
+        const int64_t left = k_tiles - (k0 + kl0);
+        if (warp_active && left > 0) {
+          const unsigned char* sp = smem + slot * stage_bytes;
+          const uint4* sc = reinterpret_cast<const uint4*>(sp);
+          const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
+          const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes);
+          const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes);
+          // All loads of the warp's k-tiles first, then the math: the shared-memory latency is paid once
+          // per stage, not once per k-tile. `valid` is KH (a constant after inlining) but in partial stages.
+          auto compute = [&](const int valid) {
+            uint4 wv[KH][V], sv[KH], zv[KH];
+            uint2 xb[KH][MT];
+            int64_t gk = ga;
+            int rk = ra;
 #pragma unroll
-          for (int ii = 0; ii < KH; ++ii) {
-            if (ii < valid) {
+            for (int ii = 0; ii < KH; ++ii) {
+              const int kl = kl0 + ii;
+              if (ii < valid) {
 #pragma unroll
-              for (int jj = 0; jj < 4; ++jj) {
-                uint32_t a[4];
-                dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
+                for (int v = 0; v < V; ++v) wv[ii][v] = sc[((wn * KS + kl) * V + v) * 32 + lane];
+                const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
+                sv[ii] = ss[pi];
+                zv[ii] = zconst;
+                if constexpr (ZP) zv[ii] = sz[pi];
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
+                for (int mt = 0; mt < MT; ++mt)
+                  xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
+              }
+              if (++rk == tpg) {
+                rk = 0;
+                ++gk;
               }
             }
-          }
-        };
-        // Late scaling, any groups and partial stages: k-tile by k-tile, a group's scales at its last k-tile
-        // (or the stage's last valid one).
-        auto late_any = [&](const int valid) {
-          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
-          zero_late_sums<MT>(accg, xsum);
-          int64_t gk = ga;
-          int rk = ra;
-#pragma unroll 2
-          for (int ii = 0; ii < valid; ++ii) {
-            const int kl = kl0 + ii;
-            const uint4 wv = sc[(wn * KS + kl) * 32 + lane];
-            const uint2 xb = *reinterpret_cast<const uint2*>(sx + g * XRow + kl * 16 + 4 * t);
-            late_k_tile<BF16, MT>(wv, xb, accg, xsum);
-            if (rk + 1 == tpg || ii + 1 == valid) {
-              const int pi = (static_cast<int>(gk - gl) * kWN + wn) * 8 + g;
-              apply_group<BF16, MT>(ss[pi], ZP ? sz[pi] : zconst, accg, xsum, acc);
-            }
-            if (++rk == tpg) rk = 0, ++gk;
-          }
-        };
-        // A whole stage of aligned groups (late scaling): no per-k-tile guards; a group's scales applied
-        // every FE k-tiles (FE = min(tpg, KH)).
-        auto aligned_stage = [&](auto fe) {
-          constexpr int FE = decltype(fe)::value;
-          int pi = (static_cast<int>(ga - gl) * kWN + wn) * 8 + g;
-          uint4 s4 = ss[pi], z4 = ZP ? sz[pi] : zconst;
-          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
-          zero_late_sums<MT>(accg, xsum);
-          // Loads of 4 k-tiles at a time (registers: 12 warps of 128).
 #pragma unroll
-          for (int h = 0; h < KH; h += 4) {
-            uint4 wv[4];
-            uint2 xb[4];
+            for (int ii = 0; ii < KH; ++ii) {
+              if (ii < valid) {
 #pragma unroll
-            for (int ii = 0; ii < 4; ++ii) {
-              wv[ii] = sc[(wn * KS + kl0 + h + ii) * 32 + lane];
-              xb[ii] = *reinterpret_cast<const uint2*>(sx + g * XRow + (kl0 + h + ii) * 16 + 4 * t);
-            }
+                for (int jj = 0; jj < 4; ++jj) {
+                  uint32_t a[4];
+                  dequant_block_tile<BITS, BF16>(wv[ii], sv[ii], zv[ii], jj, a);
 #pragma unroll
-            for (int ii = 0; ii < 4; ++ii) {
-              late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
-              if ((h + ii + 1) % FE == 0) {
-                apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
-                if (h + ii + 1 < KH) {  // the next group of the stage
-                  pi += kWN * 8;
-                  s4 = ss[pi];
-                  if constexpr (ZP) z4 = sz[pi];
+                  for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(acc[jj][mt], a, xb[ii][mt].x, xb[ii][mt].y);
                 }
               }
             }
-          }
-        };
-        if constexpr (kLate) {
-          if (aligned_groups && left >= KH) {
-            if (tpg % KH == 0)
-              aligned_stage(std::integral_constant<int, KH>{});
-            else if (tpg == 4)
-              aligned_stage(std::integral_constant<int, 4>{});
-            else if (tpg == 2)
-              aligned_stage(std::integral_constant<int, 2>{});
-            else
-              aligned_stage(std::integral_constant<int, 1>{});
+          };
+          if (left >= KH) {
+            compute(KH);
           } else {
-            late_any(left < KH ? static_cast<int>(left) : KH);
+            compute(static_cast<int>(left));
           }
-        } else if (left >= KH) {
-          compute(KH);
-        } else {
-          compute(static_cast<int>(left));
         }
-      }
-      if (mine) {
         __syncwarp();
         if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+        if (++slot == stages) slot = 0, phase ^= 1u;
+        // Next stage: both positions move by KS k-tiles.
+        rl += KS;
+        ra += KS;
+        while (rl >= tpg) rl -= tpg, ++gl;
+        while (ra >= tpg) ra -= tpg, ++ga;
       }
-      if (++turn == kWK) turn = 0;
-      if (++slot == stages) slot = 0, phase ^= 1u;
-      // Next stage: both positions move by KS k-tiles.
-      rl += KS;
-      ra += KS;
-      while (rl >= tpg) rl -= tpg, ++gl;
-      while (ra >= tpg) ra -= tpg, ++ga;
     }
 
     // Sum the kWK k-slices (stage phases with late scaling): [token][column] floats in the reduction tile
