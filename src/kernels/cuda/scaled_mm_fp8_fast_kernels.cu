@@ -1,6 +1,7 @@
 // Kernels of cuda_scaled_mm_fp8_fast (see scaled_mm_fp8_fast_kernels.h).
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/act_quant_device.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 
 #include <cuda_fp8.h>
@@ -15,20 +16,6 @@ constexpr int kWarps = kThreads / 32;
 static_assert(kWarps * 16 == kFp8FastRowsPerBlock, "16 weight rows per warp");
 constexpr int kSmemBudget = 40960;  // bytes of staged activation codes per block (static limit 48 KB)
 constexpr int kRowPad = 64;         // row stride = chunk + 64: rows g and g+1 fall in opposite bank halves
-
-// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization
-// attribute may start while its predecessor runs; it waits here before reading the predecessor's
-// output. Without the attribute (or before sm_90) these are no-ops.
-__device__ __forceinline__ void wait_for_predecessor() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void allow_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // ---- activation quantizer (dynamic per token) ----
 
@@ -358,9 +345,7 @@ cudaError_t launch_mt(const Fp8FastGemmArgs& a, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(MT * 8) * (kc + kRowPad);
   const dim3 grid(static_cast<unsigned>((a.N + kFp8FastRowsPerBlock - 1) / kFp8FastRowsPerBlock),
                   static_cast<unsigned>(a.splits));
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kThreads);

@@ -20,13 +20,11 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// The stream kernel runs up to this M on layers of at least kWna16FastStreamMinKN weights (sm_90).
-// Measured on the H200 (docs/w4a16-kernel-notes.md, v5 and v5e): at M = 1 it beats the tiled kernel by
-// 15-22 % on 70b.qkv / 8b.gate_up / 70b.gate_up / 70b.down and is 2-17 % behind it on smaller layers (its
-// fixed costs: one pipeline fill per SM, partial sums of split tiles); with late scaling (v5e) also at
-// M = 8 (70b.gate_up 116.5 vs 134.5 us, 70b.qkv 30.1 vs 33.3, 70b.down 64.5 vs 64.1).
+// The stream kernel runs 4-bit weights up to this M (sm_90). Measured on the H200 (docs/w4a16-kernel-notes.md,
+// v5 to v5h): at M = 1 it beats the tiled kernel on all eight Llama-3 shapes, by 4 % (8b.o 8.0 vs 8.3 us) to
+// 37 % (70b.gate_up 78.2 vs 124.8), at M = 4 by 6-32 %, and at M = 8 it is even (8b.o 12.4 / 12.4) or ahead
+// (70b.gate_up 103.6 vs 134.5).
 constexpr int64_t kWna16FastStreamMaxM = 8;
-constexpr double kWna16FastStreamMinKN = 7.5e7;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -103,8 +101,7 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (env != Wna16FastPath::Auto) return env;
   const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
-  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
-  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
+  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (bits == 4 || stream_max != kWna16FastStreamMaxM))
     return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
@@ -301,8 +298,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
+    // Programmatic dependent launch: the first ring of weights is requested while the previous kernel ends
+    // (QLM_W4FAST_PDL=0: off).
+    static const bool pdl = env_int("QLM_W4FAST_PDL", 1) != 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
-                                                  b, y.raw_data(), ctx.stream));
+                                                  b, y.raw_data(), pdl, ctx.stream));
   }
 
   // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs.

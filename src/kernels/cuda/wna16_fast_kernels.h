@@ -45,7 +45,7 @@ int wna16_tiled_occupancy(const Wna16FastArgs& w, int mt);
 // 8 * mt * 256) and counters (m_tiles * n_tiles unsigned, zero; left zero).
 cudaError_t launch_wna16_tiled_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int splits,
                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
-// Stream GEMM (wna16_stream_kernels.cu, sm_90 only): a producer warp feeds 8 consumer warps through
+// Stream GEMM (wna16_stream_kernels.cu, sm_90 only): a producer warp feeds 8 to 16 consumer warps through
 // cp.async.bulk copies and mbarriers; tiles of 256 columns x 8 * mt tokens (mt in {1, 2, 4}, M <= 8 * mt),
 // a persistent grid of `blocks` blocks splitting the k-stages of all tiles evenly (stream-K).
 // Whether this device can run the instantiation for w and mt (shared memory for >= 2 stages).
@@ -56,8 +56,11 @@ int64_t wna16_stream_stage_count(const Wna16FastArgs& w);
 int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t M, int blocks);
 // y[M, N] = x · W (+ bias); x as for the tiled GEMM. ws and counters (n_tiles unsigned, zero; left zero)
 // are needed unless blocks divides into whole tiles (always pass them).
+// pdl: launched for programmatic dependent launch (the first ring's weights are requested before the
+// previous kernel in the stream ends; x and every write after it).
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                     cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

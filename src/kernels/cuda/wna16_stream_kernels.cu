@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
@@ -59,7 +60,8 @@ struct StreamShape {
   static constexpr int kStageWarps = kLate ? kWN : kConsumerWarps;  // consumer warps reading each stage
   static constexpr int XRow = KS * 16 + 16;  // halves per token row (padded: conflict-free B loads)
   static constexpr int kCodeBytes = kWN * KS * V * 512;
-  static constexpr int kXBytes = TM * XRow * 2;
+  // A stage in shared memory: codes (kCodeBytes), the scale (and zero) groups (par_bytes each), then the
+  // x rows of the call's tokens (min(M, TM) rows of XRow halves: fewer rows, deeper ring).
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
@@ -72,7 +74,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   using namespace bulk;
   using S = StreamShape<BITS, MT>;
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
-  constexpr int kCodeBytes = S::kCodeBytes, kXBytes = S::kXBytes;
+  constexpr int kCodeBytes = S::kCodeBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
   constexpr bool kLate = S::kLate;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -87,9 +89,11 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   const int64_t T = n_tiles * per_tile, G = gridDim.x;
   const int64_t q_begin = blockIdx.x * T / G, q_end = (blockIdx.x + 1) * T / G;
   const int rows = min(TM, M);
+  const int x_off = kCodeBytes + (ZP ? 2 : 1) * par_bytes;  // the stage's x rows
   const uint32_t sbase = smem_addr(smem);
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
 
+  allow_dependents();  // the next kernel may take this SM once this block has left it
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(full0 + 8 * i, 1);
@@ -102,28 +106,41 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   if (warp == kConsumerWarps) {  // producer
     const uint64_t policy = evict_first_policy();
     const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
-    // Position by counting (a 64-bit division per stage made this warp the bottleneck); ring slot and phase.
-    StageCursor at(q_begin, per_tile, KS, tpg);
-    int slot = 0;
-    uint32_t phase = 0;
-    for (int64_t q = q_begin; q < q_end; ++q) {
-      const int64_t k0 = at.j * KS;
-      const int64_t nb0 = at.tile * kWN;
+    // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
+    // stage's expect_tx) and / or the x rows.
+    const auto copy_stage = [&](const StageCursor& c, int slot, bool weights, bool x_rows) {
+      const int64_t k0 = c.j * KS;
+      const int64_t nb0 = c.tile * kWN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
       const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
-      const int ng = at.groups(nkt, tpg);
-      if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      const uint32_t code_bytes = nkt * V * 512;
-      const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
       const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
-      if (lane == 0) mbar_expect_tx(bar, bytes);
-      __syncwarp();
-      if (lane < nvalid)
-        bulk_load_hint(base + lane * (KS * V * 512), codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), code_bytes, bar,
-                       policy);
-      if (lane < rows) bulk_load(base + kCodeBytes + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
-      load_group_params<ZP, kWN>(lane, ng, at.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
-                                 base + kCodeBytes + kXBytes, par_bytes, bar);
+      if (weights) {
+        const int ng = c.groups(nkt, tpg);
+        const uint32_t code_bytes = nkt * V * 512;
+        const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
+        if (lane == 0) mbar_expect_tx(bar, bytes);
+        __syncwarp();
+        if (lane < nvalid)
+          bulk_load_hint(base + lane * (KS * V * 512), codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), code_bytes,
+                         bar, policy);
+        load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros, base + kCodeBytes,
+                                   par_bytes, bar);
+      }
+      if (x_rows && lane < rows) bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
+    };
+    // Position by counting (a 64-bit division per stage made this warp the bottleneck); ring slot and phase.
+    // The first ring's weights go out before waiting for the previous kernel (programmatic dependent
+    // launch: a no-op without it), whose output x may be; their x rows after.
+    StageCursor at(q_begin, per_tile, KS, tpg), first(q_begin, per_tile, KS, tpg);
+    const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
+    for (int i = 0; i < pre; ++i, at.next(per_tile, KS, tpg)) copy_stage(at, i, true, false);
+    wait_for_predecessor();
+    for (int i = 0; i < pre; ++i, first.next(per_tile, KS, tpg)) copy_stage(first, i, false, true);
+    int slot = 0;
+    uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
+    for (int64_t q = q_begin + pre; q < q_end; ++q) {
+      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
+      copy_stage(at, slot, true, true);
       if (++slot == stages) slot = 0, phase ^= 1u;
       at.next(per_tile, KS, tpg);
     }
@@ -138,6 +155,10 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   // multiples of KS) takes the path without per-k-tile bookkeeping.
   const bool one_group = kLate && tpg % KH == 0;
   const int g = lane >> 2, t = lane & 3;
+  // The x row of token mt * 8 + g in a stage; tokens past M (their results are never stored) read the last row.
+  int xrow[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) xrow[mt] = min(mt * 8 + g, rows - 1);
   float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   int slot = 0;  // ring slot and phase of the next stage, advanced like the producer's
@@ -170,9 +191,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         const int left = static_cast<int>(k_tiles - k0 < KH ? k_tiles - k0 : KH);  // k-tiles of the stage
         const unsigned char* sp = smem + lslot * stage_bytes;
         const uint4* sc = reinterpret_cast<const uint4*>(sp) + wn * KS * 32 + lane;
-        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes) + g * XRow + 4 * t;
-        const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes) + wn * 8 + g;
-        const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes) + wn * 8 + g;
+        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + x_off) + xrow[0] * XRow + 4 * t;
+        const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes) + wn * 8 + g;
+        const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + par_bytes) + wn * 8 + g;
         const auto x_frag = [&](int kl) { return *reinterpret_cast<const uint2*>(sx + kl * 16); };
         const auto release = [&] {
           __syncwarp();
@@ -257,9 +278,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         if (warp_active && left > 0) {
           const unsigned char* sp = smem + slot * stage_bytes;
           const uint4* sc = reinterpret_cast<const uint4*>(sp);
-          const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + kCodeBytes);
-          const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes);
-          const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + kXBytes + par_bytes);
+          const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + x_off);
+          const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes);
+          const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + par_bytes);
           // All loads of the warp's k-tiles first, then the math: the shared-memory latency is paid once
           // per stage, not once per k-tile. `valid` is KH (a constant after inlining) but in partial stages.
           auto compute = [&](const int valid) {
@@ -279,7 +300,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
                 if constexpr (ZP) zv[ii] = sz[pi];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
-                  xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + (mt * 8 + g) * XRow + kl * 16 + 4 * t);
+                  xb[ii][mt] = *reinterpret_cast<const uint2*>(sx + xrow[mt] * XRow + kl * 16 + 4 * t);
               }
               if (++rk == tpg) {
                 rk = 0;
@@ -368,9 +389,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
-int stage_bytes_of(int par_bytes) {
+int stage_bytes_of(int par_bytes, int rows) {
   using S = StreamShape<BITS, MT>;
-  return S::kCodeBytes + S::kXBytes + (ZP ? 2 : 1) * par_bytes;
+  return S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + rows * S::XRow * 2;
 }
 
 // Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
@@ -395,14 +416,15 @@ struct Plan {
   size_t smem = 0;
 };
 
+// The ring for calls of `rows` tokens (rows <= TM; TM rows: the deepest ring any M gets).
 template <int BITS, bool BF16, int MT, bool ZP>
-Plan plan_of(const Wna16FastArgs& w) {
+Plan plan_of(const Wna16FastArgs& w, int rows) {
   using S = StreamShape<BITS, MT>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(S::KS, (S::KS - 1) / tpg + 2));
   Plan p;
   p.par_bytes = gslots * kWN * 128;
-  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes);
+  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes, rows);
   const int limit = smem_limit<BITS, BF16, MT, ZP>();
   p.stages = std::min<int>(kMaxStages, (limit - S::kRedBytes) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
@@ -412,13 +434,22 @@ Plan plan_of(const Wna16FastArgs& w) {
 
 template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
-                   unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
-  const Plan p = plan_of<BITS, BF16, MT, ZP>(w);
+                   unsigned* counters, const float* bias, void* y, bool pdl, cudaStream_t stream) {
+  const Plan p = plan_of<BITS, BF16, MT, ZP>(w, static_cast<int>(std::min<int64_t>(M, StreamShape<BITS, MT>::TM)));
   if (p.stages == 0) return cudaErrorInvalidValue;
-  stream_kernel<BITS, BF16, MT, ZP><<<blocks, StreamShape<BITS, MT>::kThreads, p.smem, stream>>>(
-      w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
-      wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
-  return cudaGetLastError();
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(StreamShape<BITS, MT>::kThreads);
+  cfg.dynamicSmemBytes = p.smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&cfg, stream_kernel<BITS, BF16, MT, ZP>, w, static_cast<const uint16_t*>(x), ldx,
+                         static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
+                         wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 int stages_per_tile(const Wna16FastArgs& w) {
@@ -441,18 +472,19 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w).stages >= 2;
+        return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages >= 2;
       },
       false);
 }
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
+                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                     cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, stream);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, pdl, stream);
       },
       cudaErrorInvalidValue);
 }
