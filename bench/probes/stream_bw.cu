@@ -100,23 +100,29 @@ __device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t byt
 struct BulkCfg {
   int wn, ks, stages;
   bool hint;
-  int consumers;  // warps
+  int consumers;    // warps
+  bool extra;       // also 256 bytes of x (a hot 16 KB buffer) and 512 of scales (streamed) per stage
+  int groups;       // consumer warp groups taking the stages in turn (1: every warp reads every stage)
+  int spin_cycles;  // per stage, after the slot is released: simulated math of the group's warps
 };
 
 constexpr int kMaxStagesProbe = 16;
 
 __global__ void bulk_kernel(const unsigned char* __restrict__ src, int64_t n_blocks, int64_t k_tiles, BulkCfg c,
+                            const unsigned char* __restrict__ xbuf, const unsigned char* __restrict__ pbuf,
                             unsigned* out) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxStagesProbe];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int stage_bytes = c.wn * c.ks * 512;
+  const int code_bytes = c.wn * c.ks * 512;
+  const int stage_bytes = code_bytes + (c.extra ? 768 : 0);
+  const int group_warps = c.consumers / c.groups;
   const int64_t per_tile = k_tiles / c.ks, n_tiles = n_blocks / c.wn;
   const int64_t T = n_tiles * per_tile, G = gridDim.x;
   const int64_t q0 = blockIdx.x * T / G, q1 = (blockIdx.x + 1) * T / G;
   const uint32_t full0 = saddr(&bars[0]), empty0 = saddr(&bars[kMaxStagesProbe]);
   if (tid == 0) {
-    for (int i = 0; i < c.stages; ++i) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, c.consumers);
+    for (int i = 0; i < c.stages; ++i) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, group_warps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -133,25 +139,34 @@ __global__ void bulk_kernel(const unsigned char* __restrict__ src, int64_t n_blo
       if (lane < c.wn)
         bulk(base + lane * c.ks * 512, src + ((tile * c.wn + lane) * k_tiles + j * c.ks) * 512, c.ks * 512, bar, pol,
              c.hint);
+      if (c.extra && lane == 31) bulk(base + code_bytes, xbuf + (j % 64) * 256, 256, bar, pol, false);
+      if (c.extra && lane == 30) bulk(base + code_bytes + 256, pbuf + q * 512, 512, bar, pol, false);
       if (++slot == c.stages) slot = 0, ph ^= 1u;
       if (++j == per_tile) j = 0, ++tile;
     }
     return;
   }
   unsigned acc = 0;
-  int slot = 0;
+  const int group = warp / group_warps, gw = warp % group_warps;
+  const int vec = code_bytes / 16, per_warp = vec / group_warps;
+  int slot = group % c.stages;
   uint32_t ph = 0;
-  const int vec = stage_bytes / 16, per_warp = vec / c.consumers;
-  for (int64_t q = q0; q < q1; ++q) {
+  for (int64_t q = q0 + group; q < q1; q += c.groups) {
     mbar_wait(full0 + 8 * slot, ph);
-    const uint4* s = reinterpret_cast<const uint4*>(smem + slot * stage_bytes) + warp * per_warp;
+    const uint4* s = reinterpret_cast<const uint4*>(smem + slot * stage_bytes) + gw * per_warp;
     for (int i = lane; i < per_warp; i += 32) {
       uint4 v = s[i];
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty0 + 8 * slot);
-    if (++slot == c.stages) slot = 0, ph ^= 1u;
+    if (c.spin_cycles > 0) {
+      const long long t0 = clock64();
+      while (clock64() - t0 < c.spin_cycles) {
+      }
+    }
+    slot += c.groups;
+    while (slot >= c.stages) slot -= c.stages, ph ^= 1u;
   }
   atomicXor(out, acc);
 }
@@ -200,25 +215,38 @@ int main() {
   run("ldg 8 blocks/SM evict_first", [&] {
     ldg_kernel<true><<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out);
   });
+  unsigned char *xbuf, *pbuf;
+  CHECK(cudaMalloc(&xbuf, 64 * 256));
+  CHECK(cudaMalloc(&pbuf, n_blocks / 4 * (k_tiles / 8) * 512));
+  CHECK(cudaMemset(xbuf, 0, 64 * 256));
+  CHECK(cudaMemset(pbuf, 0, n_blocks / 4 * (k_tiles / 8) * 512));
+  // {wn, ks, stages, hint, consumer warps, extra copies, groups, spin cycles}, blocks per SM
   struct V {
     const char* name;
     BulkCfg c;
     int bps;
   } vs[] = {
-      {"bulk 4x4KB ring12 hint (stream kernel)", {4, 8, 12, true, 8}, 1},
-      {"bulk 4x4KB ring12 no hint", {4, 8, 12, false, 8}, 1},
-      {"bulk 4x4KB ring6 hint 2 blocks/SM", {4, 8, 6, true, 8}, 2},
-      {"bulk 1x16KB ring12 hint", {1, 32, 12, true, 8}, 1},
-      {"bulk 4x8KB ring6 hint", {4, 16, 6, true, 8}, 1},
-      {"bulk 4x2KB ring16 hint", {4, 4, 16, true, 8}, 1},
-      {"bulk 4x4KB ring4 hint 3 blocks/SM", {4, 8, 4, true, 8}, 3},
-      {"bulk 1x4KB ring16 hint 3 blocks/SM", {1, 8, 16, true, 4}, 3},
+      {"bulk 4x4KB ring12 hint (stream kernel)", {4, 8, 12, true, 8, false, 1, 0}, 1},
+      {"bulk 4x4KB ring12 no hint", {4, 8, 12, false, 8, false, 1, 0}, 1},
+      {"bulk 4x4KB ring6 hint 2 blocks/SM", {4, 8, 6, true, 8, false, 1, 0}, 2},
+      {"bulk 1x16KB ring12 hint", {1, 32, 12, true, 8, false, 1, 0}, 1},
+      {"bulk 4x8KB ring6 hint", {4, 16, 6, true, 8, false, 1, 0}, 1},
+      {"bulk 4x2KB ring16 hint", {4, 4, 16, true, 8, false, 1, 0}, 1},
+      {"bulk 4x4KB ring4 hint 3 blocks/SM", {4, 8, 4, true, 8, false, 1, 0}, 3},
+      {"+ x and scale copies", {4, 8, 12, true, 8, true, 1, 0}, 1},
+      {"12 warps in 3 groups", {4, 8, 12, true, 12, false, 3, 0}, 1},
+      {"12 warps, 3 groups, math 1500 cycles", {4, 8, 12, true, 12, false, 3, 1500}, 1},
+      {"12 warps, 3 groups, math 2300 cycles", {4, 8, 12, true, 12, false, 3, 2300}, 1},
+      {"12 warps, 3 groups, math 3000 cycles", {4, 8, 12, true, 12, false, 3, 3000}, 1},
+      {"+ copies, 3 groups, math 2300 (kernel)", {4, 8, 12, true, 12, true, 3, 2300}, 1},
+      {"+ copies, 3 groups, math 1500", {4, 8, 12, true, 12, true, 3, 1500}, 1},
+      {"16 warps in 4 groups, math 2300", {4, 8, 12, true, 16, false, 4, 2300}, 1},
   };
   for (const V& v : vs) {
-    const int smem = v.c.wn * v.c.ks * 512 * v.c.stages;
+    const int smem = (v.c.wn * v.c.ks * 512 + (v.c.extra ? 768 : 0)) * v.c.stages;
     CHECK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     run(v.name, [&] {
-      bulk_kernel<<<sms * v.bps, (v.c.consumers + 1) * 32, smem>>>(buf, n_blocks, k_tiles, v.c, out);
+      bulk_kernel<<<sms * v.bps, (v.c.consumers + 1) * 32, smem>>>(buf, n_blocks, k_tiles, v.c, xbuf, pbuf, out);
     });
   }
   CHECK(cudaGetLastError());
