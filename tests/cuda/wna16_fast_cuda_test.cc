@@ -248,15 +248,15 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
-// The run-time rule: stream for 4-bit M <= 8 (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
+// The run-time rule: stream for 4-bit M <= 8 on large layers (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
 // up to the cuBLAS bound, dequantize + cuBLAS for large M (earlier on small layers); the override forces
 // one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
   for (int64_t M : {1, 4, 8}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
   for (int64_t M : {9, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4), Wna16FastPath::Stream);  // K * N = 8.4e7
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Stream);   // 6.7e7
-  EXPECT_EQ(wna16_fast_path_for(1, 4096, 4096, 4), Wna16FastPath::Stream);   // 1.7e7
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7
+  EXPECT_EQ(wna16_fast_path_for(8, 4096, 28672, 4), Wna16FastPath::Stream);  // 1.2e8
   for (int64_t M : {256, 1024, 100000}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Cublas) << M;
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 8192, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(128, 8192, 8192, 4), Wna16FastPath::Cublas);
@@ -269,8 +269,7 @@ TEST(Wna16FastPaths, RuleAndOverride) {
     EXPECT_EQ(wna16_fast_path_for(4096, 4096, 4096, 4), p);
   }
   set_wna16_fast_path(Wna16FastPath::Auto);
-  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(9, 4096, 4096, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8), Wna16FastPath::Gemv);  // 8-bit: GEMV up to M = 8
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
@@ -281,7 +280,7 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   for (int64_t M : {9, 16, 33, 48, 64, 256, 383, 639})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Stream);  // 1.7e7
+  EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Tiled);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(640, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(383, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8

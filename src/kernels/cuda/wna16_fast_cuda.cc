@@ -20,11 +20,15 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// The stream kernel runs 4-bit weights up to this M (sm_90). Measured on the H200 (docs/w4a16-kernel-notes.md,
-// v5 to v5h): at M = 1 it beats the tiled kernel on all eight Llama-3 shapes, by 4 % (8b.o 8.0 vs 8.3 us) to
-// 37 % (70b.gate_up 78.2 vs 124.8), at M = 4 by 6-32 %, and at M = 8 it is even (8b.o 12.4 / 12.4) or ahead
-// (70b.gate_up 103.6 vs 134.5).
+// The stream kernel runs 4-bit weights up to this M on layers of at least kWna16FastStreamMinKN weights
+// (sm_90). Measured on the H200 (docs/w4a16-kernel-notes.md, v5 to v5i), without the overlap of programmatic
+// dependent launch (which a benchmark of back-to-back copies of one layer gets and a model, whose GEMVs
+// follow norms and activations, hardly does): at M = 1 it beats the tiled kernel by 18-36 % on 70b.qkv
+// (22.5 vs 27.3 us), 8b.gate_up, 70b.down and 70b.gate_up, ties on 70b.o (20.2 vs 20.6) and loses on 8b.down
+// (19.7 vs 18.5), 8b.qkv and 8b.o (10.1 vs 8.3: its fixed costs); at M = 8 it is ahead on the large layers
+// (70b.gate_up 103.6 vs 134.5). With the smaller layers on it, 8B decode fell from 287 to 276 tokens/s.
 constexpr int64_t kWna16FastStreamMaxM = 8;
+constexpr double kWna16FastStreamMinKN = 7.5e7;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -101,7 +105,8 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
   if (env != Wna16FastPath::Auto) return env;
   const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
-  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (bits == 4 || stream_max != kWna16FastStreamMaxM))
+  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
+  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
     return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;

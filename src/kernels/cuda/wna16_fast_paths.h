@@ -14,8 +14,8 @@ namespace qlm {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
-// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 8
-// (sm_90); wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
+// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights, M <= 8,
+// on layers of K * N >= 7.5e7 (sm_90); wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
 // and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU

@@ -5,8 +5,18 @@
 // cp.async address and predicate bookkeeping, and is issue-bound at ~40 % of the weight floor. Here
 // one producer warp moves each stage with a handful of `cp.async.bulk` copies (the codes of one
 // column block are contiguous along k, so one copy per column block, one per token row of x and one
-// per scale / zero group), completing on an mbarrier; the 8 or 16 consumer warps only load fragments from
-// shared memory, dequantize and multiply.
+// per scale / zero group), completing on an mbarrier; the consumer warps only load fragments from
+// shared memory, convert and multiply.
+//
+// 4-bit codes at one m-tile (M <= 8) scale late (wna16_fast_device.cuh: MMAs on the raw codes, the group's
+// scale applied to f32 sums) and 12 consumer warps in 3 groups take the stages in turn, a warp a whole column
+// block of its group's stage; with one scale group per stage a warp copies the stage's fragments to registers
+// and releases the slot before its math (docs/w4a16-kernel-notes.md, v5e-v5i). Other widths and m-tiles: every
+// consumer warp takes a k-slice of every stage and scales each weight before its MMA.
+//
+// Programmatic dependent launch: the producer requests the first ring's weights before waiting for the
+// previous kernel in the stream (griddepcontrol.wait), x after; every consumer write comes after a stage
+// whose x arrived, so after that wait.
 //
 // Work split (stream-K): the k-stages of all column tiles form one sequence, tile after tile; block b
 // of the persistent grid takes stages [b*T/G, (b+1)*T/G) of it, so every block streams the same
@@ -15,9 +25,9 @@
 // slots in slot order (deterministic) and writes y.
 //
 // Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
-// stage s have landed; empty[s] when every consumer warp has read slot s. Stage i of the block uses
-// slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the same on
-// both sides because producer and consumers walk the same stage sequence.
+// stage s have landed; empty[s] when every consumer warp reading slot s (kStageWarps) has arrived. Stage i
+// of the block uses slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the
+// same on both sides because producer and consumers walk the same stage sequence.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
