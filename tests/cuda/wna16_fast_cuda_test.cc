@@ -30,7 +30,11 @@ class CudaWna16FastTest : public ::testing::Test {
     capability_ = devices[0].capability;
   }
 
-  void TearDown() override { set_wna16_fast_path(Wna16FastPath::Auto); }
+  void TearDown() override {
+    set_wna16_fast_path(Wna16FastPath::Auto);
+    set_wna16_wgmma_tile(-1);
+    set_wna16_wgmma_late(-1);
+  }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
   void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms,
@@ -162,6 +166,29 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
     check(s, DType::BF16, {1, 3, 8, 16, 24}, Wna16FastPath::Stream);
     check(s, DType::F16, {1, 11, 32}, Wna16FastPath::Stream);
     check(s, DType::BF16, {1, 64, 65, 200}, Wna16FastPath::Wgmma);  // the same segment and tile edges
+  }
+}
+
+// Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile
+// forced with it on, on layers whose scale groups are whole 8-k-tile stages (g128, g256, channelwise with
+// K a multiple of 128: the only layers it runs on), symmetric and zero points, act-order, both act dtypes,
+// one to five m-tiles.
+TEST_F(CudaWna16FastTest, WgmmaLateSmallTiles) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  set_wna16_wgmma_late(1);
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 41},
+      {.bits = 4, .K = 1024, .N = 333, .group_size = 128, .zero_points = true, .act_order = true, .seed = 42},
+      {.bits = 4, .K = 2048, .N = 520, .group_size = 256, .zero_points = true, .seed = 43},
+      {.bits = 4, .K = 512, .N = 130, .group_size = -1, .seed = 44},
+  };
+  for (int tile : {3, 4, 5}) {
+    SCOPED_TRACE(fmt::format("tile {}", tile));
+    set_wna16_wgmma_tile(tile);
+    for (const auto& s : specs) {
+      check(s, DType::BF16, {1, 9, 16, 17, 32, 33, 70}, Wna16FastPath::Wgmma);
+      check(s, DType::F16, {3, 16, 40}, Wna16FastPath::Wgmma);
+    }
   }
 }
 

@@ -46,6 +46,8 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
 }
 
 std::atomic<int> g_forced_path{0};
+std::atomic<int> g_wgmma_tile{-1};  // set_wna16_wgmma_tile
+std::atomic<int> g_wgmma_late{-1};  // set_wna16_wgmma_late
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* e = std::getenv(name);
@@ -66,6 +68,8 @@ Wna16FastPath env_path() {
 }  // namespace
 
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
+void set_wna16_wgmma_tile(int tile) { g_wgmma_tile.store(tile); }
+void set_wna16_wgmma_late(int mode) { g_wgmma_late.store(mode); }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
 // kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);
@@ -159,13 +163,24 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, 
 #endif
 
 namespace cuda {
+bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens) {
+  // Written in session 17 and not yet run on a GPU: off unless QLM_WGMMA_LATE=1 or set_wna16_wgmma_late(1).
+  static const bool env = env_int("QLM_WGMMA_LATE", 0) != 0;
+  const int mode = g_wgmma_late.load();
+  const bool enabled = mode < 0 ? env : mode != 0;
+  constexpr int64_t kStageTiles = 8;  // k-tiles per stage of the wgmma kernel: one scale group per stage
+  return enabled && tokens <= 32 && w.tiles_per_group % kStageTiles == 0;
+}
+
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
-  static const int forced = [] {
+  static const int env_tile = [] {
     const char* e = std::getenv("QLM_WGMMA_TILE");
     const int i = e ? std::atoi(e) : -1;
     return i >= 0 && i < static_cast<int>(std::size(kWna16WgmmaTiles)) ? i : -1;
   }();
-  if (forced >= 0) return forced;
+  const int set = g_wgmma_tile.load();
+  if (set >= 0 && set < static_cast<int>(std::size(kWna16WgmmaTiles))) return set;
+  if (env_tile >= 0) return env_tile;
   const int tile = wna16_wgmma_rule_tile(M, K, N);
   if (tile >= 0) return tile;
   // The path forced where the rule would not run it: the 64-token tiles.

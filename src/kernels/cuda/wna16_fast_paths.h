@@ -37,6 +37,11 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
+// Process-wide overrides of the wgmma path for tests: the tile configuration (index into kWna16WgmmaTiles;
+// -1: QLM_WGMMA_TILE or the rule) and late scaling in the tiles of <= 32 tokens (1 on, 0 off, -1:
+// QLM_WGMMA_LATE, off by default).
+void set_wna16_wgmma_tile(int tile);
+void set_wna16_wgmma_late(int mode);
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
 

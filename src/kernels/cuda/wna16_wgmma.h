@@ -41,6 +41,11 @@ inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
+// Whether a call with tiles of `tokens` tokens scales late (sm90a/wna16_wgmma.cu: MMAs on raw codes, x sums,
+// one scale group per stage): tiles of <= 32 tokens, groups of whole 8-k-tile stages (g128 and coarser),
+// and QLM_WGMMA_LATE=1 (off by default until measured on a GPU).
+// (wna16_fast_cuda.cc; set_wna16_wgmma_late in wna16_fast_paths.h overrides the environment.)
+bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens);
 // Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // k-stages of all (m-tile, column-tile) pairs: the work a persistent grid of at most that many blocks splits.

@@ -195,7 +195,11 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
+// LATE (small token tiles, groups of whole stages): late scaling as in the stream kernel — the MMAs run on
+// the raw codes (raw_tile4), one more MMA per k-tile with an all-ones A sums x, and after each stage
+// (one scale group) its sums are scaled into `out` (apply_stage); 7 conversion instructions per 16x16
+// tile instead of 15, and no per-weight rounding to the act dtype.
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE>
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
@@ -285,6 +289,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   // 16jw..16jw+15 of each. Two sets of A registers: k-tile kt + 1 is dequantized while kt's MMAs run.
   const int wg = warp / 4, jw = warp % 4;
   const int g = lane >> 2, t4 = lane & 3;
+  const uint32_t kOnes[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
   int slot = 0;
   uint32_t phase = 0;
   int64_t q = q_begin;
@@ -293,11 +298,21 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     const int64_t j1 = min(per_tile, j0 + (q_end - q));
     const int64_t mi = tile / n_tiles, nt = tile % n_tiles;
     const int64_t nb0 = nt * kWN, m0 = mi * TN;
-    float acc[kBPW][kAcc];
+    float acc[kBPW][kAcc];  // LATE: the current stage's sums on raw codes
+    constexpr int kLateAcc = LATE ? kAcc : 1;
+    float res[LATE ? kBPW : 1][kLateAcc], xsum[kLateAcc];  // LATE: the scaled result; the stage's x sums
 #pragma unroll
     for (int cb = 0; cb < kBPW; ++cb)
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[cb][i] = 0.0f;
+    if constexpr (LATE) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) {
+        xsum[i] = 0.0f;
+#pragma unroll
+        for (int cb = 0; cb < kBPW; ++cb) res[cb][i] = 0.0f;
+      }
+    }
 
     // Stage state: its shared memory, the group slot of the next k-tile to dequantize and that k-tile's
     // row in its group (advanced by dequant, in k order).
@@ -311,6 +326,12 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       const uint32_t* sc = reinterpret_cast<const uint32_t*>(st + kXBytes);
       const uint32_t* ss = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes);
       const uint32_t* sz = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes + par_bytes);
+      if constexpr (LATE) {
+#pragma unroll
+        for (int cb = 0; cb < kBPW; ++cb)
+          raw_tile4<BF16>(sc[(((kBPW * wg + cb) * kKS + kt) * 32 + lane) * 4 + jw], out[cb]);
+        return;
+      }
       const bool new_group = kt == 0 || rk == 0;
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb) {
@@ -339,9 +360,11 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         const uint64_t desc = sw128_desc(xs + (kt / 4) * kXBox + (kt % 4) * 32);
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
+        if constexpr (LATE) fence_regs(xsum);
         wgmma_fence();
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb) wgmma_rs<TN, BF16>(acc[cb], a[kt % 2][cb], desc);
+        if constexpr (LATE) wgmma_rs<TN, BF16>(xsum, kOnes, desc);
         wgmma_commit();
         wgmma_wait<1>();  // the previous k-tile's MMAs are done: its A registers are free
 #pragma unroll
@@ -361,6 +384,27 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       wgmma_wait<0>();
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
+      if constexpr (LATE) {
+        // The stage is one scale group: res += s * (acc - (base + z) * sum x), rows g (e < 2) and g + 8.
+        fence_regs(xsum);
+        const unsigned char* sp = smem + slot * stage_bytes;
+        const uint32_t* ss = reinterpret_cast<const uint32_t*>(sp + kXBytes + kCodeBytes);
+        const uint32_t* sz = reinterpret_cast<const uint32_t*>(sp + kXBytes + kCodeBytes + par_bytes);
+#pragma unroll
+        for (int cb = 0; cb < kBPW; ++cb) {
+          const int pi = ((kBPW * wg + cb) * 8 + g) * 4 + jw;
+          const uint32_t sw = ss[pi], zw = ZP ? sz[pi] : w.zero_const;
+          const float sr[2] = {act_lo<BF16>(sw), act_hi<BF16>(sw)}, zr[2] = {act_lo<BF16>(zw), act_hi<BF16>(zw)};
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) {
+            const int r = (i & 3) >> 1;
+            res[cb][i] = fmaf(sr[r], fmaf(-zr[r], xsum[i], acc[cb][i]), res[cb][i]);
+            acc[cb][i] = 0.0f;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) xsum[i] = 0.0f;
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * slot);
       slot = next, phase = next_phase;
@@ -370,6 +414,10 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     const int64_t n0 = nb0 * 64;
     auto column = [&](int cb, int e) { return (kBPW * wg + cb) * 64 + 16 * jw + g + 8 * (e >> 1); };
     auto token = [&](int i, int e) { return 8 * i + 2 * t4 + (e & 1); };
+    auto result = [&](int cb, int k) {
+      if constexpr (LATE) return res[cb][k];
+      return acc[cb][k];
+    };
     if (j0 == 0 && j1 == per_tile) {
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb)
@@ -379,7 +427,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
           for (int e = 0; e < 4; ++e) {
             const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
             if (n < w.N && m < M) {
-              float v = acc[cb][4 * i + e];
+              float v = result(cb, 4 * i + e);
               if (bias) v += bias[n];
               y[m * w.N + n] = to_bits(v, BF16);
             }
@@ -396,7 +444,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
         for (int i = 0; i < kAcc / 4; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) __stcg(mine + token(i, e) * kCols + column(cb, e), acc[cb][4 * i + e]);
+          for (int e = 0; e < 4; ++e) __stcg(mine + token(i, e) * kCols + column(cb, e), result(cb, 4 * i + e));
       __threadfence();
       consumer_sync<kConsumers>();
       if (tid == 0) last_segment = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(segments - 1);
@@ -428,7 +476,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 
 // Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
 // PER_SM blocks (less the per-block reservation, static barriers and flag).
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0, per_sm = 0;
@@ -437,7 +485,7 @@ int smem_limit() {
         cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
       return 0;
     const int usable = std::min(optin, per_sm / PER_SM - 1024) - 1024;
-    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP>,
+    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, usable) != cudaSuccess)
       return 0;
     return usable;
@@ -450,7 +498,7 @@ struct Plan {
   size_t smem = 0;
 };
 
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP>
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE = false>
 Plan plan_of(const Wna16FastArgs& w) {
   using S = WgShape<TN, BPW, CW>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
@@ -459,7 +507,7 @@ Plan plan_of(const Wna16FastArgs& w) {
   p.par_bytes = gslots * S::kWN * 128;
   const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP>();
+  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE>();
   p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
@@ -552,10 +600,17 @@ struct LaunchF {
   cudaStream_t stream;
   template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
   cudaError_t operator()() const {
-    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z>(w);
+    if constexpr (TN <= 32) {
+      if (wna16_wgmma_late(w, TN)) return run<H, TN, BPW, PER_SM, PW, CW, Z, true>();
+    }
+    return run<H, TN, BPW, PER_SM, PW, CW, Z, false>();
+  }
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE>
+  cudaError_t run() const {
+    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, x, ldx, M, TN, &xmap)) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z><<<blocks, block_threads<PW, CW>(), p.smem, stream>>>(
+    wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE><<<blocks, block_threads<PW, CW>(), p.smem, stream>>>(
         xmap, w, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
         wna16_wgmma_max_segments(w, M, tile, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
     return cudaGetLastError();
