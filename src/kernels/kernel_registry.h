@@ -32,6 +32,7 @@ struct KernelPolicy {
 struct KernelSelection {
   std::string chosen;
   std::vector<std::pair<std::string, std::string>> rejected;  // kernel name, reason
+  std::string paths;  // the chosen kernel's code paths by token count (KernelEntry::paths), or empty
   std::string summary() const;  // "cpu_fast_avx512 (rejected: cpu_x: reason; ...)"
 };
 
@@ -44,6 +45,9 @@ struct KernelEntry {
   // nullopt when the kernel can run `config`, else the reason it cannot.
   std::function<std::optional<std::string>(const Config&)> can_implement;
   std::function<std::unique_ptr<Kernel>(const Config&)> create;
+  // Optional: which code path the kernel takes for `config` by the number of tokens M, as ranges
+  // ("M 1-8 stream · 9-16 tiled · >= 17 dequant+cuBLAS"); shown by `qlm inspect --plan`.
+  std::function<std::string(const Config&)> paths;
 };
 
 // One registry per kernel family (dense linear, mixed-precision linear, scaled-mm, ...).
@@ -90,6 +94,7 @@ class KernelRegistry {
         continue;
       }
       sel.chosen = e.name;
+      if (e.paths) sel.paths = e.paths(config);
       return {&e, sel};
     }
     std::string reasons;

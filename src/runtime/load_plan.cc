@@ -40,6 +40,7 @@ LayerPlan plan_layer(const LinearLayer& layer) {
   }
   p.kernel = layer.kernel_selection.chosen;
   p.rejected = layer.kernel_selection.rejected;
+  p.paths = layer.kernel_selection.paths;
   p.K_p = layer.input_size_per_partition();
   p.N_p = layer.output_size_per_partition();
   return p;

@@ -78,6 +78,7 @@ struct LayerPlan {
   std::string format;  // the method's name: "gptq", "compressed-tensors:w8a8", "unquantized"
   int64_t K_p = 0, N_p = 0;  // this rank's input / output size
   std::vector<std::pair<std::string, std::string>> rejected;  // kernel, reason (priority order)
+  std::string paths;  // the kernel's code paths by token count, where it has several (else empty)
 };
 // One fused mixture-of-experts layer: its MoE method and MoE kernel (the expert projections are
 // LayerPlans of their own).

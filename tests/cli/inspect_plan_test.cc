@@ -158,7 +158,22 @@ TEST(InspectPlanCli, CudaPlanWithoutAGpu) {
   EXPECT_EQ(j["device"], "cuda:0");
   EXPECT_EQ(j["capability"], 90);
   EXPECT_EQ(j["act_dtype"], "F16");
-  for (const auto& layer : j["ranks"][0]["layers"]) EXPECT_EQ(layer["kernel"].get<std::string>().rfind("cuda", 0), 0u);
+  int with_paths = 0;
+  for (const auto& layer : j["ranks"][0]["layers"]) {
+    EXPECT_EQ(layer["kernel"].get<std::string>().rfind("cuda", 0), 0u);
+    // cuda_wna16_fast says which path runs at which token count, from one token to its cuBLAS bound.
+    if (layer["kernel"] == "cuda_wna16_fast") {
+      ASSERT_TRUE(layer.contains("paths")) << layer.dump();
+      const std::string paths = layer["paths"];
+      EXPECT_EQ(paths.rfind("M 1", 0), 0u) << paths;
+      EXPECT_TRUE(paths.ends_with(" dequant+cuBLAS")) << paths;
+      ++with_paths;
+    }
+  }
+  if (with_paths > 0) {
+    const RunResult text = run_qlm(plan_args("--device cuda --capability 90 --dtype f16"));
+    EXPECT_TRUE(contains(text.out, "\n      paths: M 1")) << text.out;
+  }
 }
 
 TEST(ModelPlan, NeedsNoWeightValues) {

@@ -338,6 +338,28 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
+// The rule's paths as ranges of M (`qlm inspect --plan`): every M covered once, in order, ending with the
+// dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
+TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
+  EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, true, true),
+            "M 1-8 stream · 9-16 wgmma 16x256 · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-639 wgmma 128x192 · "
+            ">= 640 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
+            "M 1-15 tiled · 16-32 wgmma 16x128 · 33-47 wgmma 64x128 · >= 48 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
+  // 8b.down (5.9e7 weights: below the stream kernel's bound), and the rule itself at the ranges' ends.
+  EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
+            "M 1-32 tiled · 33-64 wgmma 64x128 · 65-127 wgmma 128x128 · >= 128 dequant+cuBLAS");
+  for (auto [M, path] : {std::pair{32, Wna16FastPath::Tiled},
+                         {33, Wna16FastPath::Wgmma},
+                         {127, Wna16FastPath::Wgmma},
+                         {128, Wna16FastPath::Cublas}})
+    EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
+  EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 2);
+}
+
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {
   for (bool bf16 : {false, true})
     for (float v : {0.0f, 1.0f, -2.5f, 0.0123f, 1024.0f, 143.0f, 255.0f, 1279.0f, 3.0e-6f, 60000.0f}) {

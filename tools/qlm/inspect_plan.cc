@@ -12,8 +12,10 @@ using OrderedJson = nlohmann::ordered_json;
 OrderedJson layer_json(const runtime::LayerPlan& l) {
   OrderedJson rejected = OrderedJson::array();
   for (const auto& [kernel, reason] : l.rejected) rejected.push_back({{"kernel", kernel}, {"reason", reason}});
-  return {{"layer", l.layer}, {"format", l.format}, {"method", l.method},     {"kernel", l.kernel},
-          {"K_p", l.K_p},     {"N_p", l.N_p},       {"rejected", std::move(rejected)}};
+  OrderedJson j = {{"layer", l.layer}, {"format", l.format}, {"method", l.method}, {"kernel", l.kernel},
+                   {"K_p", l.K_p},     {"N_p", l.N_p},       {"rejected", std::move(rejected)}};
+  if (!l.paths.empty()) j["paths"] = l.paths;  // kernels whose code path depends on the token count
+  return j;
 }
 
 OrderedJson moe_json(const runtime::MoEPlan& m) {
@@ -52,6 +54,7 @@ void render_moe(std::string& out, const OrderedJson& m, size_t width) {
 void render_layer(std::string& out, const OrderedJson& l, size_t width) {
   out += fmt::format("  {:<{}}  [{} → {}]  {}  → {}\n", l["layer"].get<std::string>(), width, l["K_p"].get<int64_t>(),
                      l["N_p"].get<int64_t>(), l["method"].get<std::string>(), l["kernel"].get<std::string>());
+  if (l.contains("paths")) out += fmt::format("      paths: {}\n", l["paths"].get<std::string>());
   for (const OrderedJson& r : l["rejected"])
     out += fmt::format("      rejected {}: {}\n", r["kernel"].get<std::string>(), r["reason"].get<std::string>());
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/wna16_fast_paths.h"
@@ -98,29 +99,72 @@ bool wna16_wgmma_compiled() {
 #endif
 }
 
+namespace {
+
+// The environment's bounds (QLM_W4FAST_*); defaults: none set.
+struct RuleBounds {
+  int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = kWna16FastStreamMaxM;
+};
+
+Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, const RuleBounds& e) {
+  const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
+  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
+  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
+  if (stream_ok && M <= std::min<int64_t>(e.stream_max, 32) && (stream_layer || e.stream_max != kWna16FastStreamMaxM))
+    return Wna16FastPath::Stream;
+  if (M <= gemv_max) return Wna16FastPath::Gemv;
+  const bool wgmma_layer = wgmma_ok && bits == 4;
+  const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
+                             : wgmma_layer    ? wgmma_cublas_min_m(K, N)
+                                              : default_cublas_min_m(K, N);
+  if (M >= cublas_min) return Wna16FastPath::Cublas;
+  if (wgmma_layer && (e.wgmma_min > 0 ? M >= e.wgmma_min : wna16_wgmma_rule_tile(M, K, N) >= 0))
+    return Wna16FastPath::Wgmma;
+  return Wna16FastPath::Tiled;
+}
+
+}  // namespace
+
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
-  static const int64_t gemv_max_env = env_int("QLM_W4FAST_GEMV_MAX_M", -1);
-  static const int64_t wgmma_min_env = env_int("QLM_W4FAST_WGMMA_MIN_M", 0);
-  static const int64_t cublas_min_env = env_int("QLM_W4FAST_CUBLAS_MIN_M", 0);
-  static const int64_t stream_max = env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM);
+  static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1), env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
+                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0),
+                                 env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM)};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
-  const int64_t gemv_max = gemv_max_env >= 0 ? gemv_max_env : bits == 8 ? kWna16FastGemvMaxM8 : 0;
-  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
-  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
-  if (stream_ok && M <= std::min<int64_t>(stream_max, 32) && (stream_layer || stream_max != kWna16FastStreamMaxM))
-    return Wna16FastPath::Stream;
-  if (M <= gemv_max) return Wna16FastPath::Gemv;
-  const bool wgmma_layer = wgmma_ok && bits == 4;
-  const int64_t cublas_min = cublas_min_env > 0 ? cublas_min_env
-                             : wgmma_layer      ? wgmma_cublas_min_m(K, N)
-                                                : default_cublas_min_m(K, N);
-  if (M >= cublas_min) return Wna16FastPath::Cublas;
-  if (wgmma_layer && (wgmma_min_env > 0 ? M >= wgmma_min_env : wna16_wgmma_rule_tile(M, K, N) >= 0))
-    return Wna16FastPath::Wgmma;
-  return Wna16FastPath::Tiled;
+  return rule_path(M, K, N, bits, stream_ok, wgmma_ok, bounds);
+}
+
+std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
+  const RuleBounds defaults;
+  const auto label = [&](int64_t M) -> std::string {
+    switch (rule_path(M, K, N, bits, stream_ok, wgmma_ok, defaults)) {
+      case Wna16FastPath::Stream: return "stream";
+      case Wna16FastPath::Gemv: return "gemv";
+      case Wna16FastPath::Tiled: return "tiled";
+      case Wna16FastPath::Cublas: return "dequant+cuBLAS";
+      case Wna16FastPath::Wgmma: {
+        const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[wna16_wgmma_rule_tile(M, K, N)];
+        return "wgmma " + std::to_string(t.tokens) + "x" + std::to_string(t.columns());
+      }
+      case Wna16FastPath::Auto: break;
+    }
+    return "?";
+  };
+  // Every path holds for a range of M; dequantize + cuBLAS, once reached, for every larger M.
+  std::string out = "M ";
+  int64_t from = 1;
+  std::string current = label(1);
+  for (int64_t M = 2; M <= (int64_t{1} << 20); ++M) {  // the bound: every rule reaches cuBLAS far below it
+    const std::string next = label(M);
+    if (next == current) continue;
+    out += (from == M - 1 ? std::to_string(from) : std::to_string(from) + "-" + std::to_string(M - 1)) + " " + current +
+           " · ";
+    from = M, current = next;
+    if (current == "dequant+cuBLAS") break;
+  }
+  return out + ">= " + std::to_string(from) + " " + current;
 }
 
 }  // namespace qlm
@@ -505,6 +549,13 @@ const MPKernelRegistrar kRegisterCudaWna16Fast{{
     .create = [](const MPLinearLayerConfig& c) -> std::unique_ptr<MPLinearKernel> {
       return std::make_unique<CudaWna16FastKernel>(c);
     },
+    // The rule's paths for this layer on the planned device (the stream kernel needs sm_90; the wgmma
+    // kernel sm_90 and this build's sm_90a kernels).
+    .paths =
+        [](const MPLinearLayerConfig& c) {
+          return wna16_fast_path_summary(c.K_p, c.N_p, c.weight_type.bits, c.capability >= 90,
+                                         c.capability == 90 && wna16_wgmma_compiled());
+        },
 }};
 
 }  // namespace

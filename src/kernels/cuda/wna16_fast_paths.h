@@ -9,8 +9,25 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace qlm {
+
+namespace cuda {
+// The wgmma path's tile configurations (sm90a/wna16_wgmma.cu): tokens per tile (the wgmma's N), column
+// blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1, or 4: a producer
+// warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
+// (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer
+// warpgroups (512 threads); the rule runs 9 (128 x 192) above 64 tokens on layers of >= 6e7 weights, 8
+// only when forced (QLM_WGMMA_TILE=8).
+struct Wna16WgmmaTile {
+  int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
+  constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
+};
+inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
+    {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
+    {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3}};
+}  // namespace cuda
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
@@ -35,6 +52,10 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
 // below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8 (the tile by M and size;
 // above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
+// The rule's paths over the token count for a K x N layer, as consecutive ranges:
+// "M 1-8 stream · 9-16 tiled · 17-32 wgmma 32x256 · ... · >= 640 dequant+cuBLAS" (environment overrides
+// and test overrides not applied; stream_ok / wgmma_ok as for wna16_fast_path_for). For `qlm inspect --plan`.
+std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
 // Process-wide overrides of the wgmma path for tests: the tile configuration (index into kWna16WgmmaTiles;

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/wna16_fast_kernels.h"
+#include "kernels/cuda/wna16_fast_paths.h"  // kWna16WgmmaTiles
 
 namespace qlm::cuda {
 
@@ -27,17 +28,6 @@ bool wna16_wgmma_built();
 cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
                                          void* xp, cudaStream_t stream);
 
-// Tile configurations: tokens per tile (the wgmma's N), column blocks of 64 per consumer warpgroup,
-// blocks per multiprocessor, producer warps (1, or 4: a producer warpgroup giving its registers to the
-// consumers, for 128 accumulators per thread), consumer warpgroups (a tile is 64 * blocks_per_wg *
-// consumer_warpgroups columns). Entries 8 and 9 have three consumer warpgroups (512 threads); the rule
-// runs 9 (128 x 192) above 64 tokens on layers of >= 6e7 weights, 8 only when forced (QLM_WGMMA_TILE=8).
-struct Wna16WgmmaTile {
-  int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
-};
-inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
-    {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
-    {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3}};
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
