@@ -6,7 +6,7 @@
 //              memory completing on mbarriers; 8 consumer warps read each stage (LDS.128) and release it;
 //              persistent grid, stream-K over the stages as the stream kernel does
 // Every scheme XORs every 16-byte word it reads; the XORs must agree (so each read everything once).
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/probes/stream_bw.cu -o stream_bw
+// Build: nvcc -O3 -std=c++17 -Isrc -gencode=arch=compute_90a,code=sm_90a bench/probes/stream_bw.cu -o stream_bw
 // Run:   ./stream_bw    (prints one line per scheme: µs per pass and GB/s)
 #include <cuda_runtime.h>
 
@@ -15,32 +15,28 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
+#include "kernels/cuda/bulk_pipeline.cuh"
+#include "kernels/cuda/wna16_fast_device.cuh"
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
-__device__ __forceinline__ uint64_t evict_first() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ uint4 ldg_nc(const uint4* p) {
+// The kernels' own helpers: evict_first_policy / ld_stream (wna16_fast_device.cuh), the mbarrier and bulk-copy
+// wrappers (bulk_pipeline.cuh).
+using namespace qlm::cuda;
+using namespace qlm::cuda::bulk;
+
+__device__ __forceinline__ uint4 ldg_nc(const uint4* p) {  // ld_stream without the L2 hint
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint4 ldg_nc_hint(const uint4* p, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
   return v;
 }
 
@@ -49,13 +45,13 @@ __global__ void __launch_bounds__(256) ldg_kernel(const uint4* __restrict__ src,
   constexpr int U = 8;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   uint64_t pol = 0;
-  if (HINT) pol = evict_first();
+  if (HINT) pol = evict_first_policy();
   unsigned acc = 0;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + (U - 1) * stride < n; i += U * stride) {
     uint4 v[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = HINT ? ldg_nc_hint(src + i + u * stride, pol) : ldg_nc(src + i + u * stride);
+    for (int u = 0; u < U; ++u) v[u] = HINT ? ld_stream(src + i + u * stride, pol) : ldg_nc(src + i + u * stride);
 #pragma unroll
     for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
@@ -66,33 +62,12 @@ __global__ void __launch_bounds__(256) ldg_kernel(const uint4* __restrict__ src,
   atomicXor(out, acc);
 }
 
-__device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint32_t b, uint32_t c) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(c) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(uint32_t b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t b, uint32_t ph) {
-  asm volatile(
-      "{\n.reg .pred d;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W;\n}\n" ::"r"(b), "r"(ph)
-      : "memory");
-}
-__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol,
-                                     bool hint) {
+__device__ __forceinline__ void copy_to_stage(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol,
+                                              bool hint) {
   if (hint)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
-            "r"(dst),
-        "l"(src), "r"(bytes), "r"(bar), "l"(pol)
-        : "memory");
+    bulk_load_hint(dst, src, bytes, bar, pol);
   else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
+    bulk_load(dst, src, bytes, bar);
 }
 
 // Layout: n_blocks column blocks of k_tiles * 512 bytes each. A tile = WN consecutive column blocks; a stage =
@@ -120,27 +95,27 @@ __global__ void bulk_kernel(const unsigned char* __restrict__ src, int64_t n_blo
   const int64_t per_tile = k_tiles / c.ks, n_tiles = n_blocks / c.wn;
   const int64_t T = n_tiles * per_tile, G = gridDim.x;
   const int64_t q0 = blockIdx.x * T / G, q1 = (blockIdx.x + 1) * T / G;
-  const uint32_t full0 = saddr(&bars[0]), empty0 = saddr(&bars[kMaxStagesProbe]);
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStagesProbe]);
   if (tid == 0) {
     for (int i = 0; i < c.stages; ++i) mbar_init(full0 + 8 * i, 1), mbar_init(empty0 + 8 * i, group_warps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   if (warp == c.consumers) {
-    const uint64_t pol = evict_first();
+    const uint64_t pol = evict_first_policy();
     int slot = 0;
     uint32_t ph = 0;
     int64_t tile = q0 / per_tile, j = q0 % per_tile;
     for (int64_t q = q0; q < q1; ++q) {
       if (q - q0 >= c.stages) mbar_wait(empty0 + 8 * slot, ph ^ 1u);
-      const uint32_t base = saddr(smem) + slot * stage_bytes, bar = full0 + 8 * slot;
-      if (lane == 0) mbar_expect(bar, stage_bytes);
+      const uint32_t base = smem_addr(smem) + slot * stage_bytes, bar = full0 + 8 * slot;
+      if (lane == 0) mbar_expect_tx(bar, stage_bytes);
       __syncwarp();
       if (lane < c.wn)
-        bulk(base + lane * c.ks * 512, src + ((tile * c.wn + lane) * k_tiles + j * c.ks) * 512, c.ks * 512, bar, pol,
-             c.hint);
-      if (c.extra && lane == 31) bulk(base + code_bytes, xbuf + (j % 64) * 256, 256, bar, pol, false);
-      if (c.extra && lane == 30) bulk(base + code_bytes + 256, pbuf + q * 512, 512, bar, pol, false);
+        copy_to_stage(base + lane * c.ks * 512, src + ((tile * c.wn + lane) * k_tiles + j * c.ks) * 512, c.ks * 512,
+                      bar, pol, c.hint);
+      if (c.extra && lane == 31) copy_to_stage(base + code_bytes, xbuf + (j % 64) * 256, 256, bar, pol, false);
+      if (c.extra && lane == 30) copy_to_stage(base + code_bytes + 256, pbuf + q * 512, 512, bar, pol, false);
       if (++slot == c.stages) slot = 0, ph ^= 1u;
       if (++j == per_tile) j = 0, ++tile;
     }
@@ -205,16 +180,17 @@ int main() {
     CHECK(cudaEventElapsedTime(&ms, e0, e1));
     const double us = 1e3 * ms / reps;
     if (ref == 0) ref = got;
-    std::printf("%-40s %8.1f us  %7.0f GB/s  %s\n", name, us, bytes / us * 1e-3, got == ref ? "xor ok" : "XOR MISMATCH");
+    std::printf("%-40s %8.1f us  %7.0f GB/s  %s\n", name, us, bytes / us * 1e-3,
+                got == ref ? "xor ok" : "XOR MISMATCH");
   };
   const int64_t n16 = bytes / 16;
   for (int bps : {4, 8, 16})
-    run(bps == 4 ? "ldg 4 blocks/SM x256" : bps == 8 ? "ldg 8 blocks/SM x256" : "ldg 16 blocks/SM x256", [&] {
-      ldg_kernel<false><<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out);
-    });
-  run("ldg 8 blocks/SM evict_first", [&] {
-    ldg_kernel<true><<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out);
-  });
+    run(bps == 4   ? "ldg 4 blocks/SM x256"
+        : bps == 8 ? "ldg 8 blocks/SM x256"
+                   : "ldg 16 blocks/SM x256",
+        [&] { ldg_kernel<false><<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out); });
+  run("ldg 8 blocks/SM evict_first",
+      [&] { ldg_kernel<true><<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(buf), n16, out); });
   unsigned char *xbuf, *pbuf;
   CHECK(cudaMalloc(&xbuf, 64 * 256));
   CHECK(cudaMalloc(&pbuf, n_blocks / 4 * (k_tiles / 8) * 512));

@@ -212,19 +212,14 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens) {
   static const bool env = env_int("QLM_WGMMA_LATE", 0) != 0;
   const int mode = g_wgmma_late.load();
   const bool enabled = mode < 0 ? env : mode != 0;
-  constexpr int64_t kStageTiles = 8;  // k-tiles per stage of the wgmma kernel: one scale group per stage
-  return enabled && tokens <= 32 && w.tiles_per_group % kStageTiles == 0;
+  return enabled && tokens <= 32 && w.tiles_per_group % kWna16WgmmaStageTiles == 0;
 }
 
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
-  static const int env_tile = [] {
-    const char* e = std::getenv("QLM_WGMMA_TILE");
-    const int i = e ? std::atoi(e) : -1;
-    return i >= 0 && i < static_cast<int>(std::size(kWna16WgmmaTiles)) ? i : -1;
-  }();
-  const int set = g_wgmma_tile.load();
-  if (set >= 0 && set < static_cast<int>(std::size(kWna16WgmmaTiles))) return set;
-  if (env_tile >= 0) return env_tile;
+  const auto valid = [](int64_t i) { return i >= 0 && i < static_cast<int64_t>(std::size(kWna16WgmmaTiles)); };
+  static const int64_t env_tile = env_int("QLM_WGMMA_TILE", -1);
+  if (const int set = g_wgmma_tile.load(); valid(set)) return set;
+  if (valid(env_tile)) return static_cast<int>(env_tile);
   const int tile = wna16_wgmma_rule_tile(M, K, N);
   if (tile >= 0) return tile;
   // The path forced where the rule would not run it: the 64-token tiles.

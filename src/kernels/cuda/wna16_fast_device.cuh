@@ -124,6 +124,12 @@ __device__ __forceinline__ float act_hi(uint32_t w) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
 }
 
+// One output's share of a group: res + s * (sum - (base + z) * sum x), the product (base + z) * sum x exact in
+// the inner fma (the cancellation against sum happens before any rounding of the difference).
+__device__ __forceinline__ float add_group_share(float res, float s, float base_z, float sum, float sum_x) {
+  return fmaf(s, fmaf(-base_z, sum_x, sum), res);
+}
+
 // Adds one group's share to acc and clears the group sums: accg[j][mt] are the MMA sums of tile j on raw
 // values (rows g, g + 8 = columns of the tile; tokens 2t, 2t + 1), sx[mt] the sums of x (c0, c1: tokens
 // 2t, 2t + 1), sv / zv the group's scale and base + zero words (word j: row g low, row g + 8 high).
@@ -136,10 +142,10 @@ __device__ __forceinline__ void apply_group(const uint4& sv, const uint4& zv, fl
     const float s0 = act_lo<BF16>(sw), s1 = act_hi<BF16>(sw), z0 = act_lo<BF16>(zw), z1 = act_hi<BF16>(zw);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      acc[j][mt][0] = fmaf(s0, fmaf(-z0, sx[mt][0], accg[j][mt][0]), acc[j][mt][0]);
-      acc[j][mt][1] = fmaf(s0, fmaf(-z0, sx[mt][1], accg[j][mt][1]), acc[j][mt][1]);
-      acc[j][mt][2] = fmaf(s1, fmaf(-z1, sx[mt][0], accg[j][mt][2]), acc[j][mt][2]);
-      acc[j][mt][3] = fmaf(s1, fmaf(-z1, sx[mt][1], accg[j][mt][3]), acc[j][mt][3]);
+      acc[j][mt][0] = add_group_share(acc[j][mt][0], s0, z0, accg[j][mt][0], sx[mt][0]);
+      acc[j][mt][1] = add_group_share(acc[j][mt][1], s0, z0, accg[j][mt][1], sx[mt][1]);
+      acc[j][mt][2] = add_group_share(acc[j][mt][2], s1, z1, accg[j][mt][2], sx[mt][0]);
+      acc[j][mt][3] = add_group_share(acc[j][mt][3], s1, z1, accg[j][mt][3], sx[mt][1]);
 #pragma unroll
       for (int c = 0; c < 4; ++c) accg[j][mt][c] = 0.0f;
     }

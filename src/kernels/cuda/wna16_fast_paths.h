@@ -24,6 +24,8 @@ struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
 };
+// k-tiles (of 16 rows) per stage of the wgmma kernel; late scaling needs scale groups of whole stages.
+inline constexpr int kWna16WgmmaStageTiles = 8;
 inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
     {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
     {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3}};

@@ -31,7 +31,7 @@
 namespace qlm::cuda {
 namespace {
 
-constexpr int kKS = 8;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
+constexpr int kKS = kWna16WgmmaStageTiles;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
 // Threads of a block with CW consumer warpgroups and PW producer warps: 1, or a whole warpgroup of 4 that
 // hands its registers to the consumers (setmaxnreg: 40 for the producers, the rest to the consumers).
 template <int PW, int CW>
@@ -197,8 +197,8 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // LATE (small token tiles, groups of whole stages): late scaling as in the stream kernel — the MMAs run on
 // the raw codes (raw_tile4), one more MMA per k-tile with an all-ones A sums x, and after each stage
-// (one scale group) its sums are scaled into `out` (apply_stage); 7 conversion instructions per 16x16
-// tile instead of 15, and no per-weight rounding to the act dtype.
+// (one scale group) drains its sums are scaled into `res` (add_group_share); 7 conversion instructions per
+// 16x16 tile instead of 15, and no per-weight rounding to the act dtype.
 template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE>
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) {
             const int r = (i & 3) >> 1;
-            res[cb][i] = fmaf(sr[r], fmaf(-zr[r], xsum[i], acc[cb][i]), res[cb][i]);
+            res[cb][i] = add_group_share(res[cb][i], sr[r], zr[r], acc[cb][i], xsum[i]);
             acc[cb][i] = 0.0f;
           }
         }
