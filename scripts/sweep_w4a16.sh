@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # W4A16 tuning sweep for one `device` call (docs/w4a16-kernel-notes.md): optional GPU tests, then
 # `qlm bench-linear` over shapes x variants (environment settings), one compact line per (shape, variant)
-# in $OUT/summary.txt (µs per M and the path taken) and every record in $OUT/sweep.jsonl.
+# in $OUT/summary.txt (µs per M and the path taken), every record in $OUT/sweep.jsonl and what the runs
+# printed on stderr (e.g. QLM_LT_AUTOTUNE_LOG=1's candidate times) in $OUT/stderr.log.
 #
 # Env: SHAPES   "K:N ..." (default: the eight Llama-3 8B / 70B layers)
 #      MS       token counts (default 1,4,8,16,32,64,128,256)
@@ -24,6 +25,7 @@ fi
 S="$OUT/summary.txt"
 : >"$S"
 : >"$OUT/sweep.jsonl"
+: >"$OUT/stderr.log"
 if [[ -n ${TESTS:-} ]]; then
   timeout "${TEST_TIMEOUT:-300}" "$QLM_BUILD/tests/qlm_tests" --gtest_filter="$TESTS" >"$OUT/tests.log" 2>&1
   echo "tests ($TESTS) exit $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.log" | tr '\n' ' ')" >>"$S"
@@ -48,6 +50,10 @@ recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print(sys.argv[2] + ": " + "  ".join(f"{r['m']}:{r['median_us']:.1f}/{r.get('path', '')}" for r in recs))
 PY
     sed "s/^{/{\"variant\":\"$name\",/" "$OUT/last.jsonl" >>"$OUT/sweep.jsonl"
+    if [[ -s "$OUT/last_err.txt" ]]; then
+      echo "== $k x $n $name" >>"$OUT/stderr.log"
+      cat "$OUT/last_err.txt" >>"$OUT/stderr.log"
+    fi
   done
 done
 rm -f "$OUT/last.jsonl" "$OUT/last_err.txt"

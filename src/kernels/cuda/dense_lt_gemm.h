@@ -3,8 +3,9 @@
 // its transpose in column-major: W is read as a K×N matrix (ld K) with op(A) = T, x as a K×M
 // matrix (ld K) with op(B) = N, and D = op(A)·B is N×M column-major (ld N), which is y row-major.
 // This "TN" form is also the one cuBLASLt requires for FP8 and INT8 (IMMA) GEMMs.
-// Plans (descriptors + the heuristic's algorithm) are cached per M; every GEMM runs on the
-// device context's stream with its cuBLASLt workspace. Only for QLM_WITH_CUDA builds.
+// Plans (descriptors + the heuristic's algorithm, or the fastest of its candidates when the GEMM
+// tunes) are cached per M; every GEMM runs on the device context's stream with its cuBLASLt
+// workspace. Only for QLM_WITH_CUDA builds.
 #pragma once
 
 #include <cublasLt.h>
@@ -30,6 +31,9 @@ struct LtGemmSpec {
   // FP8: a_scale / b_scale are vectors (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS >= 12.9):
   // a_scale[N] per weight row, b_scale[M] per token; D[n, m] is scaled by a_scale[n] * b_scale[m].
   bool outer_vec_scales = false;
+  // Time the heuristic's candidate algorithms on the first eager call per M and keep the fastest
+  // (kernels/cuda/lt_algo_tuner.h; QLM_LT_AUTOTUNE overrides this default either way).
+  bool autotune = false;
   std::string what;  // names the GEMM in errors ("bf16 dense", "fp8 scaled-mm")
 };
 
@@ -54,9 +58,16 @@ class LtGemm {
   // Null when cuBLASLt has no algorithm.
   Plan* plan(int64_t M, const float* bias, const float* a_scale, const float* b_scale) const;
   std::unique_ptr<Plan> make_plan(int64_t M, const float* bias, const float* a_scale, const float* b_scale) const;
+  // Picks the plan's algorithm among its candidates by timing them on these operands (or takes a
+  // choice already made for the same signature); no-op while the stream is being captured.
+  void tune(Plan& p, const void* w, const void* x, void* y, int64_t M, const float* a_scale,
+            const float* b_scale) const;
+  // Enqueues the GEMM with algorithm `algo`.
+  cublasStatus_t launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* w, const void* x, void* y) const;
 
   Context* ctx_;
   LtGemmSpec spec_;
+  bool autotune_ = false;
   mutable std::mutex mutex_;
   // Key: M, bias requested, A scale, B scale. A null plan: no algorithm.
   mutable std::map<std::tuple<int64_t, bool, bool, bool>, std::unique_ptr<Plan>> plans_;

@@ -21,15 +21,23 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// The stream kernel runs 4-bit weights up to this M on layers of at least kWna16FastStreamMinKN weights
-// (sm_90). Measured on the H200 (docs/w4a16-kernel-notes.md, v5 to v5i), without the overlap of programmatic
+// The stream kernel runs 4-bit weights on layers of at least kWna16FastStreamMinKN weights (sm_90), up to
+// M = 16 (two m-tiles, late scaling) and on layers of >= 2e8 weights up to M = 12. Measured on the H200
+// (docs/w4a16-kernel-notes.md, v5 to v5i; v5j for two m-tiles), without the overlap of programmatic
 // dependent launch (which a benchmark of back-to-back copies of one layer gets and a model, whose GEMVs
 // follow norms and activations, hardly does): at M = 1 it beats the tiled kernel by 18-36 % on 70b.qkv
 // (22.5 vs 27.3 us), 8b.gate_up, 70b.down and 70b.gate_up, ties on 70b.o (20.2 vs 20.6) and loses on 8b.down
 // (19.7 vs 18.5), 8b.qkv and 8b.o (10.1 vs 8.3: its fixed costs); at M = 8 it is ahead on the large layers
-// (70b.gate_up 103.6 vs 134.5). With the smaller layers on it, 8B decode fell from 287 to 276 tokens/s.
-constexpr int64_t kWna16FastStreamMaxM = 8;
+// (70b.gate_up 103.6 vs 134.5). With the smaller layers on it, 8B decode fell from 287 to 276 tokens/s. At
+// M = 9-16 (v5j) it beats the tiled kernel on 70b.qkv and 8b.gate_up at every M (29.6 vs 36.4 us at 9, 37.9
+// vs 42.6 at 16 on 70b.qkv), and on 70b.gate_up / 70b.down up to M = 11-12 (114.1 vs 123.8 wgmma at 9; 125.4
+// vs 125.8 at 12), behind them from M = 13.
 constexpr double kWna16FastStreamMinKN = 7.5e7;
+int64_t default_stream_max_m(int64_t K, int64_t N, int bits) {
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  if (bits != 4 || kn < kWna16FastStreamMinKN) return 0;
+  return kn >= 2e8 ? 12 : 16;
+}
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -103,15 +111,15 @@ namespace {
 
 // The environment's bounds (QLM_W4FAST_*); defaults: none set.
 struct RuleBounds {
-  int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = kWna16FastStreamMaxM;
+  int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1;
 };
 
 Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, const RuleBounds& e) {
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
-  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d).
-  const bool stream_layer = bits == 4 && static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamMinKN;
-  if (stream_ok && M <= std::min<int64_t>(e.stream_max, 32) && (stream_layer || e.stream_max != kWna16FastStreamMaxM))
-    return Wna16FastPath::Stream;
+  // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
+  // environment's bound holds for every layer and width.
+  const int64_t stream_max = e.stream_max >= 0 ? std::min<int64_t>(e.stream_max, 32) : default_stream_max_m(K, N, bits);
+  if (stream_ok && M <= stream_max) return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
@@ -127,8 +135,7 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
 
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
   static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1), env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
-                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0),
-                                 env_int("QLM_W4FAST_STREAM_MAX_M", kWna16FastStreamMaxM)};
+                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0), env_int("QLM_W4FAST_STREAM_MAX_M", -1)};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;
@@ -360,8 +367,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     // Programmatic dependent launch: the first ring of weights is requested while the previous kernel ends
     // (QLM_W4FAST_PDL=0: off).
     static const bool pdl = env_int("QLM_W4FAST_PDL", 1) != 0;
+    // x by one 2-D bulk-tensor copy per stage where a tensor map can be made (QLM_W4FAST_STREAM_XMAP=0: one copy
+    // per token row).
+    static const bool x_boxes = env_int("QLM_W4FAST_STREAM_XMAP", 1) != 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
-                                                  b, y.raw_data(), pdl, ctx.stream));
+                                                  b, y.raw_data(), pdl, x_boxes, ctx.stream));
   }
 
   // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs.

@@ -168,19 +168,21 @@ __device__ __forceinline__ void zero_late_sums(float (&accg)[4][MT][4], float (&
     }
 }
 
-// One 16-row k-tile of a 64-column block with late scaling, token m-tile 0: the raw-code MMAs of its four
-// 16x16 tiles (codes: the lane's word j for tile j) and the x-sum MMA.
+// One 16-row k-tile of a 64-column block with late scaling, MT token m-tiles: the raw-code MMAs of its four
+// 16x16 tiles (codes: the lane's word j for tile j; xb[mt]: the B fragment of m-tile mt) and the x-sum MMAs.
 template <bool BF16, int MT>
-__device__ __forceinline__ void late_k_tile(const uint4& codes, const uint2& xb, float (&accg)[4][MT][4],
+__device__ __forceinline__ void late_k_tile(const uint4& codes, const uint2 (&xb)[MT], float (&accg)[4][MT][4],
                                             float (&xsum)[MT][4]) {
   const uint32_t ones[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t a[4];
     raw_tile4<BF16>(word_of(codes, j), a);
-    mma16816<BF16>(accg[j][0], a, xb.x, xb.y);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(accg[j][mt], a, xb[mt].x, xb[mt].y);
   }
-  mma16816<BF16>(xsum[0], ones, xb.x, xb.y);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(xsum[mt], ones, xb[mt].x, xb[mt].y);
 }
 
 template <int BITS, bool BF16>

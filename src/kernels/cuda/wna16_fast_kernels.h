@@ -57,10 +57,12 @@ int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t M, int blocks)
 // y[M, N] = x · W (+ bias); x as for the tiled GEMM. ws and counters (n_tiles unsigned, zero; left zero)
 // are needed unless blocks divides into whole tiles (always pass them).
 // pdl: launched for programmatic dependent launch (the first ring's weights are requested before the
-// previous kernel in the stream ends; x and every write after it).
+// previous kernel in the stream ends; x and every write after it). x_boxes: x through one 2-D bulk-tensor
+// copy per stage where a tensor map of x can be made (x 16-byte aligned, ldx a multiple of 8), else (and
+// with x_boxes false) one bulk copy per token row and stage.
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
-                                     cudaStream_t stream);
+                                     bool x_boxes, cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

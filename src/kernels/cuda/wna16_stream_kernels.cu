@@ -8,11 +8,16 @@
 // per scale / zero group), completing on an mbarrier; the consumer warps only load fragments from
 // shared memory, convert and multiply.
 //
-// 4-bit codes at one m-tile (M <= 8) scale late (wna16_fast_device.cuh: MMAs on the raw codes, the group's
+// 4-bit codes at one or two m-tiles (M <= 16) scale late (wna16_fast_device.cuh: MMAs on the raw codes, the group's
 // scale applied to f32 sums) and 12 consumer warps in 3 groups take the stages in turn, a warp a whole column
 // block of its group's stage; with one scale group per stage a warp copies the stage's fragments to registers
 // and releases the slot before its math (docs/w4a16-kernel-notes.md, v5e-v5i). Other widths and m-tiles: every
 // consumer warp takes a k-slice of every stage and scales each weight before its MMA.
+//
+// x, from two m-tiles on: with a tensor map (the default where the driver and x's alignment allow;
+// QLM_W4FAST_STREAM_XMAP=0 off) one 2-D bulk-tensor copy per stage brings every token row of the stage, already
+// at the padded row stride; otherwise one cp.async.bulk per token row (22 copies per stage at 16 tokens
+// instead of 7).
 //
 // Programmatic dependent launch: the producer requests the first ring's weights before waiting for the
 // previous kernel in the stream (griddepcontrol.wait), x after; every consumer write comes after a stage
@@ -28,6 +33,7 @@
 // stage s have landed; empty[s] when every consumer warp reading slot s (kStageWarps) has arrived. Stage i
 // of the block uses slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the
 // same on both sides because producer and consumers walk the same stage sequence.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -36,6 +42,7 @@
 
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
@@ -50,16 +57,16 @@ constexpr int kMaxStages = 12;      // ring depth when shared memory allows (16 
 
 template <int BITS, int MT>
 struct StreamShape {
-  // 4-bit codes at one m-tile: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
+  // 4-bit codes at one or two m-tiles: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
   // stages per warp: consumer warp (wn, p) takes column block wn, all KS k-tiles, of every kWK-th stage
   // (those with p = stage index mod kWK), so kWK stages are in the consumers' hands at once. Otherwise
   // warp (wn, wk) takes k-tiles [wk * KH, (wk + 1) * KH) of column block wn of every stage.
-  static constexpr bool kLate = BITS == 4 && MT == 1;
+  static constexpr bool kLate = BITS == 4 && MT <= 2;
   // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
   // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
-  // instructions per scheduler and cycle); at two m-tiles 16 warps were 10-35 % faster than 8 on 4096-wide
-  // layers; at four, 16 would not fit the registers.
-  static constexpr int kConsumerWarps = kLate ? 12 : MT == 2 ? 16 : 8;
+  // instructions per scheduler and cycle); without late scaling, at two m-tiles 16 warps were 10-35 % faster
+  // than 8 on 4096-wide layers; at four, 16 would not fit the registers.
+  static constexpr int kConsumerWarps = kLate ? (MT == 1 ? 12 : 8) : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
@@ -68,7 +75,7 @@ struct StreamShape {
   static constexpr int TM = 8 * MT;
   static constexpr int KH = kLate ? KS : KS / kWK;                  // k-tiles per consumer warp and stage
   static constexpr int kStageWarps = kLate ? kWN : kConsumerWarps;  // consumer warps reading each stage
-  static constexpr int XRow = KS * 16 + 16;  // halves per token row (padded: conflict-free B loads)
+  static constexpr int XRow = KS * 16 + 16;  // halves per token row (padded: conflict-free B loads; the x box width)
   static constexpr int kCodeBytes = kWN * KS * V * 512;
   // A stage in shared memory: codes (kCodeBytes), the scale (and zero) groups (par_bytes each), then the
   // x rows of the call's tokens (min(M, TM) rows of XRow halves: fewer rows, deeper ring).
@@ -77,7 +84,8 @@ struct StreamShape {
 
 template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
-    stream_kernel(const Wna16FastArgs w, const uint16_t* __restrict__ x, int64_t ldx, int M, int stages,
+    stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
+                  const uint16_t* __restrict__ x, int64_t ldx, int M, int stages,
                   int stage_bytes, int par_bytes, int64_t max_segments, float* __restrict__ ws,
                   unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -115,6 +123,12 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 
   if (warp == kConsumerWarps) {  // producer
     const uint64_t policy = evict_first_policy();
+    // The x box lands at the stage's x region, which must be 128-byte aligned (stage_bytes and x_off are
+    // multiples of 128 by the plan; the dynamic shared memory's base is checked here). One m-tile has at most
+    // 8 rows: their copies never measured as a cost, and the box's registers would spill there.
+    const bool box = MT > 1 && x_box && sbase % 128 == 0;
+    if (box && lane == 0) prefetch_tensor_map(&xmap);
+    const uint32_t x_bytes = box ? rows * XRow * 2 : 0;  // per stage with the box; else rows * nkt * 32
     const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
     // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
     // stage's expect_tx) and / or the x rows.
@@ -127,7 +141,8 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
       if (weights) {
         const int ng = c.groups(nkt, tpg);
         const uint32_t code_bytes = nkt * V * 512;
-        const uint32_t bytes = nvalid * code_bytes + rows * nkt * 32 + (ZP ? 2 : 1) * ng * nvalid * 128;
+        const uint32_t bytes =
+            nvalid * code_bytes + (box ? x_bytes : rows * nkt * 32) + (ZP ? 2 : 1) * ng * nvalid * 128;
         if (lane == 0) mbar_expect_tx(bar, bytes);
         __syncwarp();
         if (lane < nvalid)
@@ -136,7 +151,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros, base + kCodeBytes,
                                    par_bytes, bar);
       }
-      if (x_rows && lane < rows) bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
+      if (x_rows && box && lane == 0) tensor_load_2d(base + x_off, &xmap, static_cast<int>(k0 * 16), 0, bar);
+      if (x_rows && !box && lane < rows)
+        bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
     };
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); ring slot and phase.
     // The first ring's weights go out before waiting for the previous kernel (programmatic dependent
@@ -201,10 +218,13 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         const int left = static_cast<int>(k_tiles - k0 < KH ? k_tiles - k0 : KH);  // k-tiles of the stage
         const unsigned char* sp = smem + lslot * stage_bytes;
         const uint4* sc = reinterpret_cast<const uint4*>(sp) + wn * KS * 32 + lane;
-        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + x_off) + xrow[0] * XRow + 4 * t;
+        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + x_off) + 4 * t;
         const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes) + wn * 8 + g;
         const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + par_bytes) + wn * 8 + g;
-        const auto x_frag = [&](int kl) { return *reinterpret_cast<const uint2*>(sx + kl * 16); };
+        const auto x_frag = [&](int kl, uint2(&xb)[MT]) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) xb[mt] = *reinterpret_cast<const uint2*>(sx + xrow[mt] * XRow + kl * 16);
+        };
         const auto release = [&] {
           __syncwarp();
           if (lane == 0) mbar_arrive(empty0 + 8 * lslot);
@@ -219,12 +239,12 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
         } else if (one_group && left == KH) {
           // One group: every fragment into registers, the slot released (back in flight during the math).
           uint4 s4, z4, wv[KH];
-          uint2 xb[KH];
+          uint2 xb[KH][MT];
           params(0, s4, z4);
 #pragma unroll
-          for (int ii = 0; ii < KH; ++ii) wv[ii] = sc[ii * 32], xb[ii] = x_frag(ii);
+          for (int ii = 0; ii < KH; ++ii) wv[ii] = sc[ii * 32], x_frag(ii, xb[ii]);
           release();
-          float accg[4][MT][4], xsum[MT][4];  // MT == 1 here
+          float accg[4][MT][4], xsum[MT][4];
           zero_late_sums<MT>(accg, xsum);
 #pragma unroll
           for (int ii = 0; ii < KH; ++ii) late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
@@ -238,9 +258,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 #pragma unroll
             for (int h = 0; h < KH; h += FE) {
               uint4 wv[FE], s4, z4;
-              uint2 xb[FE];
+              uint2 xb[FE][MT];
 #pragma unroll
-              for (int ii = 0; ii < FE; ++ii) wv[ii] = sc[(h + ii) * 32], xb[ii] = x_frag(h + ii);
+              for (int ii = 0; ii < FE; ++ii) wv[ii] = sc[(h + ii) * 32], x_frag(h + ii, xb[ii]);
               params(h / FE, s4, z4);
 #pragma unroll
               for (int ii = 0; ii < FE; ++ii) late_k_tile<BF16, MT>(wv[ii], xb[ii], accg, xsum);
@@ -260,7 +280,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
           zero_late_sums<MT>(accg, xsum);
           int rk = static_cast<int>(k0 % tpg), r = 0;
           for (int ii = 0; ii < left; ++ii) {
-            late_k_tile<BF16, MT>(sc[ii * 32], x_frag(ii), accg, xsum);
+            uint2 xb[MT];
+            x_frag(ii, xb);
+            late_k_tile<BF16, MT>(sc[ii * 32], xb, accg, xsum);
             if (rk + 1 == tpg || ii + 1 == left) {
               uint4 s4, z4;
               params(r, s4, z4);
@@ -401,7 +423,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
 template <int BITS, bool BF16, int MT, bool ZP>
 int stage_bytes_of(int par_bytes, int rows) {
   using S = StreamShape<BITS, MT>;
-  return S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + rows * S::XRow * 2;
+  // A multiple of 128 bytes, so every stage's x region (at kCodeBytes + parameters, both multiples of 128)
+  // is aligned for the x box.
+  return (S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + rows * S::XRow * 2 + 127) / 128 * 128;
 }
 
 // Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
@@ -444,9 +468,17 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
 
 template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
-                   unsigned* counters, const float* bias, void* y, bool pdl, cudaStream_t stream) {
-  const Plan p = plan_of<BITS, BF16, MT, ZP>(w, static_cast<int>(std::min<int64_t>(M, StreamShape<BITS, MT>::TM)));
+                   unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes, cudaStream_t stream) {
+  using S = StreamShape<BITS, MT>;
+  const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
+  const Plan p = plan_of<BITS, BF16, MT, ZP>(w, rows);
   if (p.stages == 0) return cudaErrorInvalidValue;
+  // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
+  // is never read); zeros past K.
+  CUtensorMap xmap{};
+  const bool x_box = x_boxes && encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16),
+                                                      static_cast<uint64_t>(M), ldx, S::XRow,
+                                                      static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
@@ -456,7 +488,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   const cudaError_t e =
-      cudaLaunchKernelEx(&cfg, stream_kernel<BITS, BF16, MT, ZP>, w, static_cast<const uint16_t*>(x), ldx,
+      cudaLaunchKernelEx(&cfg, stream_kernel<BITS, BF16, MT, ZP>, xmap, x_box, w, static_cast<const uint16_t*>(x), ldx,
                          static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
                          wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
@@ -489,12 +521,13 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
-                                     cudaStream_t stream) {
+                                     bool x_boxes, cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, pdl, stream);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, pdl, x_boxes,
+                                                          stream);
       },
       cudaErrorInvalidValue);
 }

@@ -25,6 +25,7 @@
 #include <iterator>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_wgmma.h"
 
@@ -557,35 +558,11 @@ struct UsableF {
   }
 };
 
-// cuTensorMapEncodeTiled from the driver (no link to libcuda): null when the driver lacks it.
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-EncodeTiled encode_tiled() {
-  static const EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      return EncodeTiled{};
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
 // The tensor map of x [M][ldx] 16-bit (k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
 // swizzle, zeros outside.
 bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tn, CUtensorMap* map) {
-  const EncodeTiled encode = encode_tiled();
-  if (!encode || reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(w.k_tiles * 16), static_cast<cuuint64_t>(M)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ldx * 2)};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(tn)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(x), dims, strides, box, elem_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx, 64,
+                               static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 struct LaunchF {
@@ -636,7 +613,7 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 }
 
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
-  if (w.bits != 4 || !encode_tiled()) return false;
+  if (w.bits != 4 || !tensor_maps_available()) return false;
   return dispatch(w.bf16, tile, w.zeros != nullptr, UsableF{w}, false);
 }
 
