@@ -275,18 +275,17 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
-// The run-time rule: stream for 4-bit M <= 16 on large layers (M <= 12 on the largest; where the GPU can run it), GEMV
-// for 8-bit M <= 8, tiled
+// The run-time rule: stream for 4-bit M <= 16 on large layers (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
 // up to the cuBLAS bound, dequantize + cuBLAS for large M (earlier on small layers); the override forces
 // one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
-  for (int64_t M : {1, 4, 8, 9, 12}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
-  for (int64_t M : {13, 16, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
+  for (int64_t M : {1, 4, 8, 9, 12, 16}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Stream) << M;
+  for (int64_t M : {17, 64, 128}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Tiled) << M;
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4), Wna16FastPath::Stream);  // K * N = 8.4e7
   EXPECT_EQ(wna16_fast_path_for(16, 8192, 10240, 4), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 10240, 4), Wna16FastPath::Tiled);
-  EXPECT_EQ(wna16_fast_path_for(12, 28672, 8192, 4), Wna16FastPath::Stream);  // 2.3e8
-  EXPECT_EQ(wna16_fast_path_for(13, 28672, 8192, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4), Wna16FastPath::Stream);  // 2.3e8
+  EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 28672, 4), Wna16FastPath::Stream);  // 1.2e8
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 28672, 4), Wna16FastPath::Stream);
@@ -310,10 +309,10 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
   // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (640 / 384 / 192 on layers of
   // >= 2e8 / 1e8 / 6e7 weights), and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights
-  // (where the stream kernel leaves them: above M = 12 on >= 2e8).
-  for (int64_t M : {13, 16, 33, 48, 64, 256, 383, 639})
+  // (where the stream kernel leaves them: above M = 16 on layers of >= 7.5e7 weights).
+  for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
-  EXPECT_EQ(wna16_fast_path_for(12, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(16, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(9, 8192, 57344, 4, false, true), Wna16FastPath::Wgmma);  // no stream kernel here
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Tiled);  // 1.7e7
@@ -323,7 +322,7 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(384, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(127, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
   EXPECT_EQ(wna16_fast_path_for(128, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Tiled);  // 2.3e8 weights
+  EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(32, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
@@ -351,7 +350,7 @@ TEST(Wna16FastPaths, RuleAndOverride) {
 // dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
 TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, true, true),
-            "M 1-12 stream · 13-16 wgmma 16x256 · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-639 wgmma 128x192 · "
+            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-639 wgmma 128x192 · "
             ">= 640 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-47 wgmma 64x128 · >= 48 dequant+cuBLAS");

@@ -22,21 +22,19 @@ namespace {
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
 // The stream kernel runs 4-bit weights on layers of at least kWna16FastStreamMinKN weights (sm_90), up to
-// M = 16 (two m-tiles, late scaling) and on layers of >= 2e8 weights up to M = 12. Measured on the H200
+// M = 16 (two m-tiles, late scaling, x by one tensor copy per stage). Measured on the H200
 // (docs/w4a16-kernel-notes.md, v5 to v5i; v5j for two m-tiles), without the overlap of programmatic
 // dependent launch (which a benchmark of back-to-back copies of one layer gets and a model, whose GEMVs
 // follow norms and activations, hardly does): at M = 1 it beats the tiled kernel by 18-36 % on 70b.qkv
 // (22.5 vs 27.3 us), 8b.gate_up, 70b.down and 70b.gate_up, ties on 70b.o (20.2 vs 20.6) and loses on 8b.down
 // (19.7 vs 18.5), 8b.qkv and 8b.o (10.1 vs 8.3: its fixed costs); at M = 8 it is ahead on the large layers
 // (70b.gate_up 103.6 vs 134.5). With the smaller layers on it, 8B decode fell from 287 to 276 tokens/s. At
-// M = 9-16 (v5j) it beats the tiled kernel on 70b.qkv and 8b.gate_up at every M (29.6 vs 36.4 us at 9, 37.9
-// vs 42.6 at 16 on 70b.qkv), and on 70b.gate_up / 70b.down up to M = 11-12 (114.1 vs 123.8 wgmma at 9; 125.4
-// vs 125.8 at 12), behind them from M = 13.
+// M = 9-16 (v5j, x boxes) it beats the session-17 rule on all four large layers at every M (M = 16: 70b.gate_up
+// 97.5 vs 131.1 us wgmma, 70b.down 59.0 vs 74.5 tiled, 70b.qkv 31.8 vs 42.6, 8b.gate_up 37.4 vs 50.3).
 constexpr double kWna16FastStreamMinKN = 7.5e7;
 int64_t default_stream_max_m(int64_t K, int64_t N, int bits) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  if (bits != 4 || kn < kWna16FastStreamMinKN) return 0;
-  return kn >= 2e8 ? 12 : 16;
+  return bits == 4 && kn >= kWna16FastStreamMinKN ? 16 : 0;
 }
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
@@ -353,7 +351,16 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
  private:
-  static int stream_mt(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : 4; }
+  // m-tiles of the stream kernel for M tokens. On layers of >= 2e8 weights the two-m-tile kernel (8 consumer warps,
+  // x in one tensor copy per stage) already runs M = 6-8: H200, µs at M = 4 / 8, one m-tile vs two: 70b.gate_up
+  // 88.3 / 103.7 vs 91.0 / 93.6, 70b.down 48.8 / 57.9 vs 50.8 / 53.5 (the crossing near M = 5; 8b.gate_up and
+  // 70b.qkv tie at M = 8). QLM_W4FAST_STREAM_MIN_MT=2 (tuning) runs every M <= 8 on it.
+  int stream_mt(int64_t M) const {
+    static const int64_t min_mt = env_int("QLM_W4FAST_STREAM_MIN_MT", 1);
+    const bool largest = static_cast<double>(cfg_.K_p) * static_cast<double>(cfg_.N_p) >= 2e8;
+    const int mt = M <= (largest ? 5 : 8) ? 1 : M <= 16 ? 2 : 4;
+    return min_mt >= 4 ? 4 : min_mt >= 2 ? std::max(mt, 2) : mt;
+  }
 
   // One persistent block per multiprocessor (never more blocks than k-stages), partial sums only for
   // tiles split between blocks.

@@ -34,7 +34,7 @@ inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights on layers of
-// K * N >= 7.5e7 (sm_90), M <= 16, on layers of >= 2e8 weights M <= 12; wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
+// K * N >= 7.5e7 (sm_90), M <= 16; wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
 // and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
@@ -55,7 +55,7 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
 // above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
-// "M 1-12 stream · 9-16 tiled · 17-32 wgmma 32x256 · ... · >= 640 dequant+cuBLAS" (environment overrides
+// "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 640 dequant+cuBLAS" (environment overrides
 // and test overrides not applied; stream_ok / wgmma_ok as for wna16_fast_path_for). For `qlm inspect --plan`.
 std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok);
 // Process-wide override for tests (Auto: back to the rule).

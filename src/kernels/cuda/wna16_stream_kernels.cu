@@ -85,9 +85,9 @@ struct StreamShape {
 template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
-                  const uint16_t* __restrict__ x, int64_t ldx, int M, int stages,
-                  int stage_bytes, int par_bytes, int64_t max_segments, float* __restrict__ ws,
-                  unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
+                  const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
+                  int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
+                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace bulk;
   using S = StreamShape<BITS, MT>;
@@ -476,9 +476,9 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
   // is never read); zeros past K.
   CUtensorMap xmap{};
-  const bool x_box = x_boxes && encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16),
-                                                      static_cast<uint64_t>(M), ldx, S::XRow,
-                                                      static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
+  const bool x_box =
+      x_boxes && encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx,
+                                       S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
@@ -520,8 +520,8 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
 }
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
-                                     bool x_boxes, cudaStream_t stream) {
+                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes,
+                                     cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
