@@ -5,33 +5,18 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "cuda/device.h"
 #include "kernels/dense_linear.h"
+#include "tests/support/cuda_test_util.h"
 
 namespace qlm {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using testing::normwise_error;
+using testing::random_floats;
 
 int64_t first_non_finite(const std::vector<float>& y) {
   for (size_t i = 0; i < y.size(); ++i)

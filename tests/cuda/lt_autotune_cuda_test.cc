@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "cuda/device.h"
 #include "kernels/dense_linear.h"
+#include "tests/support/cuda_test_util.h"
 #ifdef QLM_WITH_CUDA
 #include "cuda/graph.h"
 #include "kernels/cuda/dense_lt_gemm.h"
@@ -20,6 +20,9 @@
 
 namespace qlm {
 namespace {
+
+using testing::normwise_error;
+using testing::random_floats;
 
 #ifdef QLM_WITH_CUDA
 
@@ -73,24 +76,6 @@ TEST(LtAutotune, EnvironmentOverridesTheGemmDefault) {
     ScopedEnv e("QLM_LT_AUTOTUNE", "1");
     EXPECT_TRUE(cuda::lt_autotune_enabled(false));
   }
-}
-
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 class CudaLtAutotune : public ::testing::Test {

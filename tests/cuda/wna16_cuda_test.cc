@@ -17,20 +17,11 @@
 namespace qlm {
 namespace {
 
+using testing::normwise_error;
 using testing::Wna16Spec;
 
 constexpr double kF32Tolerance = 1e-4;   // normwise, F32 activations (no TF32)
 constexpr double kHalfTolerance = 1e-2;  // mean relative, F16 / BF16 activations and output
-
-double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
-}
 
 class CudaWna16Test : public ::testing::Test {
  protected:

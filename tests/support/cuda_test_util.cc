@@ -37,6 +37,16 @@ double mean_relative_error(const std::vector<float>& got, const std::vector<floa
   return num / std::max(den, 1e-30);
 }
 
+double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
 Tensor nan_poisoned(int64_t M, int64_t N, DType act, Device device) {
   std::vector<float> nan(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
   return Tensor::from_vector(nan, {M, N}).to(act).to_device(device);

@@ -1,6 +1,7 @@
-// Helpers shared by the WNA16 CUDA kernel tests (tests/cuda/wna16_cuda_test.cc,
-// tests/cuda/wna16_fast_cuda_test.cc): the layer config of a random WNA16 spec, its description,
-// NaN-poisoned outputs, the mean relative error, and a kernel run against the float64 CPU reference.
+// Helpers shared by the CUDA kernel tests (tests/cuda/wna16_cuda_test.cc, wna16_fast_cuda_test.cc,
+// dense_cuda_test.cc, lt_autotune_cuda_test.cc): the layer config of a random WNA16 spec, its description,
+// NaN-poisoned outputs, the mean relative and normwise errors, and a kernel run against the float64 CPU
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,9 @@ std::string wna16_spec_str(const Wna16Spec& s);
 
 // mean |got - want| / mean |want|.
 double mean_relative_error(const std::vector<float>& got, const std::vector<float>& want);
+
+// ||got - want||_2 / ||want||_2.
+double normwise_error(const std::vector<float>& got, const std::vector<float>& want);
 
 // An [M, N] output tensor in `act` on `device` filled with NaN, so unwritten elements show.
 Tensor nan_poisoned(int64_t M, int64_t N, DType act, Device device);
