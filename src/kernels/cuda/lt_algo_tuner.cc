@@ -106,7 +106,9 @@ std::optional<cublasLtMatmulAlgo_t> tuned_algo(const std::string& key) {
 }
 
 void remember_tuned_algo(const std::string& key, const cublasLtMatmulAlgo_t& algo) {
+  constexpr size_t kMaxChoices = 4096;  // signatures x token counts kept; forgotten (re-tuned) when full
   std::lock_guard lock(cache_mutex());
+  if (cache().size() >= kMaxChoices) cache().clear();
   cache()[key] = algo;
 }
 
