@@ -415,8 +415,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   bool stream_usable(int64_t M) const {
     if (M > 32 || cfg_.capability < 90 || a_.N_pad / cuda::kWna16TiledCols >= 65535) return false;
-    int& usable = stream_ok_[stream_mt(M) == 1 ? 0 : stream_mt(M) == 2 ? 1 : 2];
-    if (usable < 0) usable = cuda::wna16_stream_usable(a_, stream_mt(M)) ? 1 : 0;
+    const int mt = stream_mt(M);
+    int& usable = stream_ok_[mt == 1 ? 0 : mt == 2 ? 1 : 2];
+    if (usable < 0) usable = cuda::wna16_stream_usable(a_, mt) ? 1 : 0;
     return usable == 1;
   }
 

@@ -474,11 +474,12 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const Plan p = plan_of<BITS, BF16, MT, ZP>(w, rows);
   if (p.stages == 0) return cudaErrorInvalidValue;
   // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
-  // is never read); zeros past K.
+  // is never read); zeros past K. One m-tile copies x per row (the kernel never reads the map there), so its
+  // calls, the decode steps, encode no map.
   CUtensorMap xmap{};
-  const bool x_box =
-      x_boxes && encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx,
-                                       S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
+  const bool x_box = MT > 1 && x_boxes &&
+                     encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
+                                           ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
