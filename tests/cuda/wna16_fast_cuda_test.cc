@@ -34,6 +34,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_fast_path(Wna16FastPath::Auto);
     set_wna16_wgmma_tile(-1);
     set_wna16_wgmma_late(-1);
+    set_wna16_wgmma_one_group(-1);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -192,6 +193,35 @@ TEST_F(CudaWna16FastTest, WgmmaLateSmallTiles) {
   }
 }
 
+// The wgmma kernel's one-group-per-stage consumer loop (sm90a; off by default until measured): every tile that
+// has it (all but t6-t8) forced with it on, on layers whose stages each lie inside one scale group — g128, g256,
+// channelwise with K a multiple of 128 and with a partial last stage (K = 520: 33 k-tiles) — symmetric and zero
+// points, act-order, both act dtypes, one to five m-tiles.
+TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  set_wna16_wgmma_one_group(1);
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 51},
+      {.bits = 4, .K = 1024, .N = 333, .group_size = 128, .zero_points = true, .act_order = true, .seed = 52},
+      {.bits = 4, .K = 2048, .N = 520, .group_size = 256, .zero_points = true, .seed = 53},
+      {.bits = 4, .K = 520, .N = 130, .group_size = -1, .seed = 54},
+      {.bits = 4, .K = 4096, .N = 200, .group_size = -1, .zero_points = true, .seed = 55},
+  };
+  for (const auto& s : specs) {  // the layers are ones the loop runs on (else this would test the general loop)
+    const int64_t tpg = s.group_size < 0 ? (s.K + 15) / 16 : s.group_size / 16;
+    const int64_t k_tiles = s.group_size < 0 ? tpg : (s.K + s.group_size - 1) / s.group_size * tpg;
+    ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(tpg, k_tiles)) << testing::wna16_spec_str(s);
+  }
+  for (int tile : {0, 1, 2, 3, 4, 5, 9}) {
+    SCOPED_TRACE(fmt::format("tile {}", tile));
+    set_wna16_wgmma_tile(tile);
+    for (const auto& s : specs) {
+      check(s, DType::BF16, {1, 9, 33, 64, 65, 129, 300}, Wna16FastPath::Wgmma);
+      check(s, DType::F16, {5, 70}, Wna16FastPath::Wgmma);
+    }
+  }
+}
+
 // The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (128 on a layer
 // of 4e7 weights), matching the reference; elsewhere the tiled or cuBLAS path.
 TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
@@ -273,6 +303,16 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   auto [entry, sel] = MPKernelRegistry::instance().select(c, DeviceType::CUDA, "cuda", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
   EXPECT_EQ(entry->name, "cuda_wna16");
+}
+
+// Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.
+TEST(Wna16FastPaths, StagesInOneGroup) {
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(8, 512));    // g128
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(16, 512));   // g256
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(33, 33));    // channelwise, K = 520: a partial last stage
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(4, 512));   // g64: two groups per stage
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(6, 36));    // g96: groups across stage boundaries
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(12, 24));   // two groups of 12: stage 1 spans both
 }
 
 // The run-time rule: stream for 4-bit M <= 16 on large layers (where the GPU can run it), GEMV for 8-bit M <= 8, tiled

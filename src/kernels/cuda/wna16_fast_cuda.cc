@@ -55,6 +55,7 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
 std::atomic<int> g_forced_path{0};
 std::atomic<int> g_wgmma_tile{-1};  // set_wna16_wgmma_tile
 std::atomic<int> g_wgmma_late{-1};  // set_wna16_wgmma_late
+std::atomic<int> g_wgmma_one_group{-1};  // set_wna16_wgmma_one_group
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* e = std::getenv(name);
@@ -77,6 +78,7 @@ Wna16FastPath env_path() {
 void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<int>(path)); }
 void set_wna16_wgmma_tile(int tile) { g_wgmma_tile.store(tile); }
 void set_wna16_wgmma_late(int mode) { g_wgmma_late.store(mode); }
+void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
 // kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);
@@ -213,11 +215,21 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, 
 
 namespace cuda {
 bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens) {
-  // Written in session 17 and not yet run on a GPU: off unless QLM_WGMMA_LATE=1 or set_wna16_wgmma_late(1).
+  // Run in session 18: correct, not faster (docs/w4a16-kernel-notes.md, v6): off unless QLM_WGMMA_LATE=1 or
+  // set_wna16_wgmma_late(1).
   static const bool env = env_int("QLM_WGMMA_LATE", 0) != 0;
   const int mode = g_wgmma_late.load();
   const bool enabled = mode < 0 ? env : mode != 0;
   return enabled && tokens <= 32 && w.tiles_per_group % kWna16WgmmaStageTiles == 0;
+}
+
+bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
+  // Written in session 19 without a GPU (compiled, not run): off unless QLM_WGMMA_ONE_GROUP=1 or
+  // set_wna16_wgmma_one_group(1).
+  static const bool env = env_int("QLM_WGMMA_ONE_GROUP", 0) != 0;
+  const int mode = g_wgmma_one_group.load();
+  const bool enabled = mode < 0 ? env : mode != 0;
+  return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
 }
 
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {

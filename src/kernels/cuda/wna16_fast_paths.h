@@ -26,6 +26,11 @@ struct Wna16WgmmaTile {
 };
 // k-tiles (of 16 rows) per stage of the wgmma kernel; late scaling needs scale groups of whole stages.
 inline constexpr int kWna16WgmmaStageTiles = 8;
+// Whether every stage of the wgmma kernel (8 k-tiles from a multiple of 8) lies inside one scale group of
+// tiles_per_group k-tiles: groups of whole stages (g128 and coarser) or one group over all k_tiles.
+constexpr bool wna16_wgmma_stages_in_one_group(int64_t tiles_per_group, int64_t k_tiles) {
+  return tiles_per_group % kWna16WgmmaStageTiles == 0 || tiles_per_group >= k_tiles;
+}
 inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
     {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
     {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3}};
@@ -65,6 +70,9 @@ void set_wna16_fast_path(Wna16FastPath path);
 // QLM_WGMMA_LATE, off by default).
 void set_wna16_wgmma_tile(int tile);
 void set_wna16_wgmma_late(int mode);
+// The same for the one-group-per-stage consumer loop of the wgmma kernel (1 on, 0 off, -1: QLM_WGMMA_ONE_GROUP,
+// off by default).
+void set_wna16_wgmma_one_group(int mode);
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
 

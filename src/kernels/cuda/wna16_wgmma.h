@@ -33,9 +33,14 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
 // Whether a call with tiles of `tokens` tokens scales late (sm90a/wna16_wgmma.cu: MMAs on raw codes, x sums,
 // one scale group per stage): tiles of <= 32 tokens, groups of whole 8-k-tile stages (g128 and coarser),
-// and QLM_WGMMA_LATE=1 (off by default until measured on a GPU).
+// and QLM_WGMMA_LATE=1 (off by default: measured in session 18, correct and not faster).
 // (wna16_fast_cuda.cc; set_wna16_wgmma_late in wna16_fast_paths.h overrides the environment.)
 bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens);
+// Whether a call runs the one-group-per-stage consumer loop (OG in sm90a/wna16_wgmma_kernel.cuh: no group
+// bookkeeping per k-tile): every stage inside one scale group (tiles_per_group a multiple of the stage's 8
+// k-tiles, or one group over all of K) and QLM_WGMMA_ONE_GROUP=1 (off by default until measured on a GPU;
+// set_wna16_wgmma_one_group overrides the environment). Tiles without that kernel (t6-t8) ignore it.
+bool wna16_wgmma_one_group(const Wna16FastArgs& w);
 // Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // k-stages of all (m-tile, column-tile) pairs: the work a persistent grid of at most that many blocks splits.

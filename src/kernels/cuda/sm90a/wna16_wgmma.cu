@@ -1,164 +1,17 @@
-// The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights (declarations and layout: wna16_wgmma.h).
-// Compiled for sm_90a only, with the other kernels of this directory.
-//
-// Block: one producer warp (or a producer warpgroup, PW = 4, that hands its registers to the consumers
-// with setmaxnreg) and two consumer warpgroups over a tile of 128 * BPW output columns (2 * BPW
-// column blocks of 64; warpgroup i owns blocks BPW i .. BPW i + BPW - 1) x TN tokens; PER_SM blocks per
-// multiprocessor (kWna16WgmmaTiles). Per stage of 8 k-tiles the producer issues the x tile (two tensor-map
-// boxes of 64 k x TN tokens, 128-byte swizzle, zeros outside x), the codes (one `cp.async.bulk` per
-// column block: the fast layout is contiguous along k) and the scales / zeros of the groups the stage
-// touches (one copy per group), all completing on full[s]; empty[s] counts the 8 consumer warps.
-//
-// Consumers: warp j of a warpgroup dequantizes rows 16j..16j+15 (tile j) of each of its column blocks
-// (the v1 conversion; scales reloaded per group), then the warpgroup issues one m64nTNk16 wgmma per
-// column block with those registers as A and the x tile as B. Two A register sets: k-tile kt + 1 is
-// dequantized while kt's MMAs run (wait_group 1), and a stage's last MMAs overlap the dequantization of
-// the next stage's first k-tile. No MMA sits behind a branch (ptxas would serialize them all): k-tiles
-// past K are multiplied by zero x, column blocks past N are computed and never stored. Work split and
-// partial sums: stream-K over the k-stages of all (m-tile, column-tile) pairs, as in
-// wna16_stream_kernels.cu.
-#include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights (declarations and layout: wna16_wgmma.h): the x
+// permutation and the dispatch to the tile configurations (kernel: wna16_wgmma_kernel.cuh; one unit per
+// group of tiles, wna16_wgmma_tiles_*.cu). Compiled for sm_90a only, with the other kernels of this directory.
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <iterator>
 
-#include "kernels/cuda/bulk_pipeline.cuh"
+#include "kernels/cuda/sm90a/wna16_wgmma_tiles.h"
 #include "kernels/cuda/tensor_map.h"
-#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_wgmma.h"
 
 namespace qlm::cuda {
 namespace {
-
-constexpr int kKS = kWna16WgmmaStageTiles;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
-// Threads of a block with CW consumer warpgroups and PW producer warps: 1, or a whole warpgroup of 4 that
-// hands its registers to the consumers (setmaxnreg: 40 for the producers, the rest to the consumers).
-template <int PW, int CW>
-constexpr int block_threads() {
-  return 128 * CW + 32 * PW;
-}
-// Registers per consumer thread after the producer warpgroup's hand-over (a multiple of 8): from
-// 65536 / block_threads at launch (168 at 384 threads, 128 at 512) to 232 with 2 consumer warpgroups,
-// 152 with 3.
-template <int CW>
-constexpr int consumer_registers() {
-  return CW == 2 ? 232 : 152;
-}
-constexpr int kMaxStages = 8;
-constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
-constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
-
-// TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
-// of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
-template <int TN, int BPW, int CW>
-struct WgShape {
-  static constexpr int kBPW = BPW;
-  static constexpr int kWN = CW * kBPW;                      // column blocks of 64 per tile
-  static constexpr int kCols = kWN * 64;                     // output columns per tile
-  static constexpr int kCodeBytes = kWN * kBlockStageBytes;  // codes per stage
-  static constexpr int kXBytes = TN * kKS * 32;              // two [TN][64] halves of 16-bit elements
-  static constexpr int kAcc = TN / 2;                        // f32 accumulators per thread per column block
-};
-
-// Shared-memory matrix descriptor of a K-major operand with the 128-byte swizzle: start address,
-// stride 1024 bytes between 8-row groups (leading offset unused for this layout).
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) |
-         (static_cast<uint64_t>(1) << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Keeps the compiler from moving accesses of the accumulators across the asynchronous MMAs.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// wgmma m64nNk16, f32 accumulators (d += A B), A from registers, B K-major from shared memory; one
-// function per shape and element type (TY: "bf16" or "f16"); N = 16 and 32 for the small token tiles.
-#define QLM_WGMMA_M64N16K16(NAME, TY)                                                                    \
-  __device__ __forceinline__ void NAME(float(&d)[8], const uint32_t(&a)[4], uint64_t desc_b) {           \
-    asm volatile(                                                                                        \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                       \
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY                                          \
-        " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                   \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                      \
-  }
-#define QLM_WGMMA_M64N32K16(NAME, TY)                                                                                 \
-  __device__ __forceinline__ void NAME(float(&d)[16], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY                                                       \
-        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                   \
-        "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                                                 \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                    \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-#define QLM_WGMMA_M64N64K16(NAME, TY)                                                                                 \
-  __device__ __forceinline__ void NAME(float(&d)[32], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                                       \
-        " {"                                                                                                          \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                              \
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                   \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-#define QLM_WGMMA_M64N128K16(NAME, TY)                                                                                \
-  __device__ __forceinline__ void NAME(float(&d)[64], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY                                                      \
-        " {"                                                                                                          \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                            \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                            \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                              \
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),     \
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),     \
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),     \
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                   \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-QLM_WGMMA_M64N16K16(wgmma_m64n16k16_bf16, "bf16")
-QLM_WGMMA_M64N16K16(wgmma_m64n16k16_f16, "f16")
-QLM_WGMMA_M64N32K16(wgmma_m64n32k16_bf16, "bf16")
-QLM_WGMMA_M64N32K16(wgmma_m64n32k16_f16, "f16")
-QLM_WGMMA_M64N64K16(wgmma_m64n64k16_bf16, "bf16")
-QLM_WGMMA_M64N64K16(wgmma_m64n64k16_f16, "f16")
-QLM_WGMMA_M64N128K16(wgmma_m64n128k16_bf16, "bf16")
-QLM_WGMMA_M64N128K16(wgmma_m64n128k16_f16, "f16")
-#undef QLM_WGMMA_M64N16K16
-#undef QLM_WGMMA_M64N32K16
-#undef QLM_WGMMA_M64N64K16
-#undef QLM_WGMMA_M64N128K16
-
-template <int TN, bool BF16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[TN / 2], const uint32_t (&a)[4], uint64_t desc_b) {
-  if constexpr (TN == 16 && BF16) wgmma_m64n16k16_bf16(d, a, desc_b);
-  if constexpr (TN == 16 && !BF16) wgmma_m64n16k16_f16(d, a, desc_b);
-  if constexpr (TN == 32 && BF16) wgmma_m64n32k16_bf16(d, a, desc_b);
-  if constexpr (TN == 32 && !BF16) wgmma_m64n32k16_f16(d, a, desc_b);
-  if constexpr (TN == 64 && BF16) wgmma_m64n64k16_bf16(d, a, desc_b);
-  if constexpr (TN == 64 && !BF16) wgmma_m64n64k16_f16(d, a, desc_b);
-  if constexpr (TN == 128 && BF16) wgmma_m64n128k16_bf16(d, a, desc_b);
-  if constexpr (TN == 128 && !BF16) wgmma_m64n128k16_f16(d, a, desc_b);
-}
 
 // x in the MMA's k order (see the header): packed row j of xp is row src(j) of x, src permuting each
 // 16-row k-tile (MMA slots 2t + e <- rows 4t + e, slots 8 + 2t + e <- rows 4t + 2 + e), composed with
@@ -186,415 +39,9 @@ __global__ void permute_x_kernel(const uint16_t* __restrict__ x, int64_t M, int6
   }
 }
 
-template <int N>
-__device__ __forceinline__ void fence_words(uint32_t (&a)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+int64_t stages_per_tile(const Wna16FastArgs& w) {
+  return (w.k_tiles + kWna16WgmmaStageTiles - 1) / kWna16WgmmaStageTiles;
 }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-// LATE (small token tiles, groups of whole stages): late scaling as in the stream kernel — the MMAs run on
-// the raw codes (raw_tile4), one more MMA per k-tile with an all-ones A sums x, and after each stage
-// (one scale group) drains its sums are scaled into `res` (add_group_share); 7 conversion instructions per
-// 16x16 tile instead of 15, and no per-weight rounding to the act dtype.
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE>
-__global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
-    wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
-                 int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
-                 const float* __restrict__ bias, uint16_t* __restrict__ y) {
-  using namespace bulk;
-  using S = WgShape<TN, BPW, CW>;
-  constexpr int kConsumerWarps = 4 * CW, kConsumers = 128 * CW;
-  constexpr int kXBytes = S::kXBytes, kAcc = S::kAcc, kBPW = S::kBPW, kWN = S::kWN, kCols = S::kCols;
-  constexpr int kCodeBytes = S::kCodeBytes;
-  constexpr int kXBox = TN * 128;  // one 64-k half of the token tile
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t bars[2 * kMaxStages];
-  __shared__ bool last_segment;
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t n_blocks = w.n_blocks, k_tiles = w.k_tiles;
-  const int tpg = static_cast<int>(w.tiles_per_group);
-  const int64_t per_tile = (k_tiles + kKS - 1) / kKS;
-  const int64_t n_tiles = (n_blocks + kWN - 1) / kWN, m_tiles = (M + TN - 1) / TN;
-  const int64_t T = m_tiles * n_tiles * per_tile, G = gridDim.x;
-  const int64_t q_begin = blockIdx.x * T / G, q_end = (blockIdx.x + 1) * T / G;
-  const uint32_t raw = smem_addr(smem_raw);
-  const uint32_t sbase = (raw + kAlign - 1) & ~uint32_t{kAlign - 1};
-  unsigned char* const smem = smem_raw + (sbase - raw);
-  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
-
-  // Zeros in every stage: the k-tiles past K of a last stage and the column blocks past N read slots
-  // no copy filled; their products must stay finite (they are multiplied by zero x or never stored).
-  constexpr int kThreads = block_threads<PW, CW>();
-  for (int i = tid; i < stages * stage_bytes / 16; i += kThreads)
-    reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the copies overwrite them
-  if (tid == 0) {
-    for (int i = 0; i < stages; ++i) {
-      mbar_init(full0 + 8 * i, 1);
-      mbar_init(empty0 + 8 * i, kConsumerWarps);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warp >= kConsumerWarps) {  // producer
-    if constexpr (PW == 4) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (warp != kConsumerWarps) return;
-    if (lane == 0) prefetch_tensor_map(&xmap);
-    const uint64_t policy = evict_first_policy();
-    StageCursor at(q_begin, per_tile, kKS, tpg);
-    int slot = 0;
-    uint32_t phase = 0;
-    for (int64_t q = q_begin; q < q_end; ++q) {
-      const int64_t mi = at.tile / n_tiles, nt = at.tile % n_tiles;
-      const int64_t k0 = at.j * kKS, nb0 = nt * kWN, m0 = mi * TN;
-      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
-      const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
-      const int ng = at.groups(nkt, tpg);
-      if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      const uint32_t code_bytes = nkt * 512;
-      const uint32_t bytes = 2 * kXBox + nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
-      const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
-      if (lane == 0) {
-        mbar_expect_tx(bar, bytes);
-        // The token tile, 64 k per box, in the 128-byte swizzle; rows >= M and k >= K arrive as zeros
-        // (a box wholly past K too: the consumers multiply every k-tile of a stage).
-        for (int b = 0; b < 2; ++b)
-          tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
-      }
-      __syncwarp();
-      if (lane < nvalid) {
-        const uint32_t* src = static_cast<const uint32_t*>(w.codes) + ((nb0 + lane) * k_tiles + k0) * 128;
-        const uint32_t dst = base + kXBytes + lane * kBlockStageBytes;
-        if (m_tiles == 1)
-          bulk_load_hint(dst, src, code_bytes, bar, policy);
-        else
-          bulk_load(dst, src, code_bytes, bar);
-      }
-      load_group_params<ZP, kWN>(lane, ng, at.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
-                                 base + kXBytes + kCodeBytes, par_bytes, bar);
-      if (++slot == stages) slot = 0, phase ^= 1u;
-      at.next(per_tile, kKS, tpg);
-    }
-    return;
-  }
-
-  if constexpr (PW == 4)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_registers<CW>()) : "memory");
-  // Consumers: warpgroup wg owns column blocks kBPW wg .. kBPW wg + kBPW - 1; warp jw of it rows
-  // 16jw..16jw+15 of each. Two sets of A registers: k-tile kt + 1 is dequantized while kt's MMAs run.
-  const int wg = warp / 4, jw = warp % 4;
-  const int g = lane >> 2, t4 = lane & 3;
-  const uint32_t kOnes[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
-  int slot = 0;
-  uint32_t phase = 0;
-  int64_t q = q_begin;
-  while (q < q_end) {
-    const int64_t tile = q / per_tile, j0 = q % per_tile;
-    const int64_t j1 = min(per_tile, j0 + (q_end - q));
-    const int64_t mi = tile / n_tiles, nt = tile % n_tiles;
-    const int64_t nb0 = nt * kWN, m0 = mi * TN;
-    float acc[kBPW][kAcc];  // LATE: the current stage's sums on raw codes
-    constexpr int kLateAcc = LATE ? kAcc : 1;
-    float res[LATE ? kBPW : 1][kLateAcc], xsum[kLateAcc];  // LATE: the scaled result; the stage's x sums
-#pragma unroll
-    for (int cb = 0; cb < kBPW; ++cb)
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[cb][i] = 0.0f;
-    if constexpr (LATE) {
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) {
-        xsum[i] = 0.0f;
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) res[cb][i] = 0.0f;
-      }
-    }
-
-    // Stage state: its shared memory, the group slot of the next k-tile to dequantize and that k-tile's
-    // row in its group (advanced by dequant, in k order).
-    int rl = static_cast<int>(j0 * kKS % tpg);
-    const unsigned char* st = smem + slot * stage_bytes;
-    int gk = 0, rk = rl;
-    uint32_t s0[kBPW], s1[kBPW], z0[kBPW], z1[kBPW];
-    uint32_t a[2][kBPW][4];
-    // Dequantizes k-tile kt of the stage at st into out; scales and zeros reloaded per group.
-    auto dequant = [&](int kt, uint32_t(&out)[kBPW][4]) {
-      const uint32_t* sc = reinterpret_cast<const uint32_t*>(st + kXBytes);
-      const uint32_t* ss = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes);
-      const uint32_t* sz = reinterpret_cast<const uint32_t*>(st + kXBytes + kCodeBytes + par_bytes);
-      if constexpr (LATE) {
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb)
-          raw_tile4<BF16>(sc[(((kBPW * wg + cb) * kKS + kt) * 32 + lane) * 4 + jw], out[cb]);
-        return;
-      }
-      const bool new_group = kt == 0 || rk == 0;
-#pragma unroll
-      for (int cb = 0; cb < kBPW; ++cb) {
-        const int blk = kBPW * wg + cb;
-        if (new_group) {
-          const int pi = ((gk * kWN + blk) * 8 + g) * 4 + jw;  // word jw of lane g's 16 bytes
-          const uint32_t sw = ss[pi];
-          s0[cb] = __byte_perm(sw, 0, 0x1010), s1[cb] = __byte_perm(sw, 0, 0x3232);
-          uint32_t zw = w.zero_const;
-          if constexpr (ZP) zw = sz[pi];
-          z0[cb] = __byte_perm(zw, 0, 0x1010), z1[cb] = __byte_perm(zw, 0, 0x3232);
-        }
-        dequant_tile<4, BF16>(sc[((blk * kKS + kt) * 32 + lane) * 4 + jw], 0u, s0[cb], s1[cb], z0[cb], z1[cb], out[cb]);
-      }
-      if (++rk == tpg) rk = 0, ++gk;
-    };
-    mbar_wait(full0 + 8 * slot, phase);
-    dequant(0, a[0]);
-    for (int64_t jj = j0; jj < j1; ++jj) {
-      const uint32_t xs = sbase + slot * stage_bytes;
-      // No branch around the MMAs (ptxas serializes wgmma in divergent code): every k-tile of the stage
-      // and every column block is multiplied. k-tiles past K meet zero x (the tensor map's fill), blocks
-      // past the last column are never stored; both read finite stale or zeroed codes and scales.
-#pragma unroll
-      for (int kt = 0; kt < kKS; ++kt) {
-        const uint64_t desc = sw128_desc(xs + (kt / 4) * kXBox + (kt % 4) * 32);
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-        if constexpr (LATE) fence_regs(xsum);
-        wgmma_fence();
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) wgmma_rs<TN, BF16>(acc[cb], a[kt % 2][cb], desc);
-        if constexpr (LATE) wgmma_rs<TN, BF16>(xsum, kOnes, desc);
-        wgmma_commit();
-        wgmma_wait<1>();  // the previous k-tile's MMAs are done: its A registers are free
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) fence_words(a[(kt + 1) % 2][cb]);
-        if (kt + 1 < kKS) dequant(kt + 1, a[(kt + 1) % 2]);
-      }
-      // The next stage's first k-tile is dequantized while this stage's last MMAs run; then this
-      // stage drains (no MMA in flight across iterations: ptxas would serialize them) and is released.
-      const int next = slot + 1 == stages ? 0 : slot + 1;
-      const uint32_t next_phase = next == 0 ? phase ^ 1u : phase;
-      rl = (rl + kKS) % tpg;
-      if (jj + 1 < j1) {
-        mbar_wait(full0 + 8 * next, next_phase);
-        st = smem + next * stage_bytes, gk = 0, rk = rl;
-        dequant(0, a[0]);
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-      if constexpr (LATE) {
-        // The stage is one scale group: res += s * (acc - (base + z) * sum x), rows g (e < 2) and g + 8.
-        fence_regs(xsum);
-        const unsigned char* sp = smem + slot * stage_bytes;
-        const uint32_t* ss = reinterpret_cast<const uint32_t*>(sp + kXBytes + kCodeBytes);
-        const uint32_t* sz = reinterpret_cast<const uint32_t*>(sp + kXBytes + kCodeBytes + par_bytes);
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) {
-          const int pi = ((kBPW * wg + cb) * 8 + g) * 4 + jw;
-          const uint32_t sw = ss[pi], zw = ZP ? sz[pi] : w.zero_const;
-          const float sr[2] = {act_lo<BF16>(sw), act_hi<BF16>(sw)}, zr[2] = {act_lo<BF16>(zw), act_hi<BF16>(zw)};
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) {
-            const int r = (i & 3) >> 1;
-            res[cb][i] = add_group_share(res[cb][i], sr[r], zr[r], acc[cb][i], xsum[i]);
-            acc[cb][i] = 0.0f;
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) xsum[i] = 0.0f;
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty0 + 8 * slot);
-      slot = next, phase = next_phase;
-    }
-
-    // Accumulator (cb, i, e): column (kBPW wg + cb) * 64 + 16 jw + g + 8 (e / 2), token 8 i + 2 t4 + e % 2.
-    const int64_t n0 = nb0 * 64;
-    auto column = [&](int cb, int e) { return (kBPW * wg + cb) * 64 + 16 * jw + g + 8 * (e >> 1); };
-    auto token = [&](int i, int e) { return 8 * i + 2 * t4 + (e & 1); };
-    auto result = [&](int cb, int k) {
-      if constexpr (LATE) return res[cb][k];
-      return acc[cb][k];
-    };
-    if (j0 == 0 && j1 == per_tile) {
-#pragma unroll
-      for (int cb = 0; cb < kBPW; ++cb)
-#pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
-            if (n < w.N && m < M) {
-              float v = result(cb, 4 * i + e);
-              if (bias) v += bias[n];
-              y[m * w.N + n] = to_bits(v, BF16);
-            }
-          }
-    } else {
-      const int64_t tile_q0 = tile * per_tile;
-      const int64_t first = owner_of(tile_q0, T, G);
-      const int64_t segments = owner_of(tile_q0 + per_tile - 1, T, G) - first + 1;
-      constexpr int kTileFloats = TN * kCols;
-      float* tile_ws = ws + tile * max_segments * kTileFloats;
-      float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
-#pragma unroll
-      for (int cb = 0; cb < kBPW; ++cb)
-#pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) __stcg(mine + token(i, e) * kCols + column(cb, e), result(cb, 4 * i + e));
-      __threadfence();
-      consumer_sync<kConsumers>();
-      if (tid == 0) last_segment = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(segments - 1);
-      consumer_sync<kConsumers>();
-      if (last_segment) {
-        __threadfence();
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb)
-#pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
-              if (n < w.N && m < M) {
-                const int64_t at = token(i, e) * kCols + column(cb, e);
-                float v = 0.0f;
-                for (int64_t sgm = 0; sgm < segments; ++sgm) v += __ldcg(tile_ws + sgm * kTileFloats + at);
-                if (bias) v += bias[n];
-                y[m * w.N + n] = to_bits(v, BF16);
-              }
-            }
-        if (tid == 0) counters[tile] = 0u;
-      }
-    }
-    consumer_sync<kConsumers>();  // last_segment is reused by the next segment
-    q += j1 - j0;
-  }
-}
-
-// Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
-// PER_SM blocks (less the per-block reservation, static barriers and flag).
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE>
-int smem_limit() {
-  static const int limit = [] {
-    int dev = 0, optin = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
-      return 0;
-    const int usable = std::min(optin, per_sm / PER_SM - 1024) - 1024;
-    if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, usable) != cudaSuccess)
-      return 0;
-    return usable;
-  }();
-  return limit;
-}
-
-struct Plan {
-  int stages = 0, stage_bytes = 0, par_bytes = 0;
-  size_t smem = 0;
-};
-
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE = false>
-Plan plan_of(const Wna16FastArgs& w) {
-  using S = WgShape<TN, BPW, CW>;
-  const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
-  const int gslots = static_cast<int>(std::min<int64_t>(kKS, (kKS - 1) / tpg + 2));
-  Plan p;
-  p.par_bytes = gslots * S::kWN * 128;
-  const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
-  p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE>();
-  p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
-  if (p.stages < 2) p.stages = 0;
-  p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
-  return p;
-}
-
-template <int TN, int BPW, int PER_SM, int PW, int CW, typename F>
-auto by_dtype(bool bf16, bool zp, F& f) {
-  if (bf16)
-    return zp ? f.template operator()<true, TN, BPW, PER_SM, PW, CW, true>()
-              : f.template operator()<true, TN, BPW, PER_SM, PW, CW, false>();
-  return zp ? f.template operator()<false, TN, BPW, PER_SM, PW, CW, true>()
-            : f.template operator()<false, TN, BPW, PER_SM, PW, CW, false>();
-}
-
-template <int I, typename F>
-auto by_tile(bool bf16, bool zp, F& f) {
-  constexpr Wna16WgmmaTile t = kWna16WgmmaTiles[I];
-  return by_dtype<t.tokens, t.blocks_per_wg, t.per_sm, t.producer_warps, t.consumer_warpgroups>(bf16, zp, f);
-}
-
-// Runs f.template operator()<BF16, TN, BPW, PER_SM, PW, CW, ZP>() for tile configuration `tile`
-// (kWna16WgmmaTiles), or returns unmatched.
-template <typename F, typename R>
-R dispatch(bool bf16, int tile, bool zp, F&& f, R unmatched) {
-  static_assert(std::size(kWna16WgmmaTiles) == 10);
-  switch (tile) {
-    case 0: return by_tile<0>(bf16, zp, f);
-    case 1: return by_tile<1>(bf16, zp, f);
-    case 2: return by_tile<2>(bf16, zp, f);
-    case 3: return by_tile<3>(bf16, zp, f);
-    case 4: return by_tile<4>(bf16, zp, f);
-    case 5: return by_tile<5>(bf16, zp, f);
-    case 6: return by_tile<6>(bf16, zp, f);
-    case 7: return by_tile<7>(bf16, zp, f);
-    case 8: return by_tile<8>(bf16, zp, f);
-    case 9: return by_tile<9>(bf16, zp, f);
-    default: return unmatched;
-  }
-}
-
-struct UsableF {
-  const Wna16FastArgs& w;
-  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
-  bool operator()() const {
-    return plan_of<H, TN, BPW, PER_SM, PW, CW, Z>(w).stages >= 2;
-  }
-};
-
-// The tensor map of x [M][ldx] 16-bit (k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
-// swizzle, zeros outside.
-bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tn, CUtensorMap* map) {
-  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx, 64,
-                               static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
-}
-
-struct LaunchF {
-  const Wna16FastArgs& w;
-  const void* x;
-  int64_t ldx, M;
-  int tile, blocks;
-  float* ws;
-  unsigned* counters;
-  const float* bias;
-  void* y;
-  cudaStream_t stream;
-  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
-  cudaError_t operator()() const {
-    if constexpr (TN <= 32) {
-      if (wna16_wgmma_late(w, TN)) return run<H, TN, BPW, PER_SM, PW, CW, Z, true>();
-    }
-    return run<H, TN, BPW, PER_SM, PW, CW, Z, false>();
-  }
-  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE>
-  cudaError_t run() const {
-    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE>(w);
-    CUtensorMap xmap;
-    if (p.stages == 0 || !x_tensor_map(w, x, ldx, M, TN, &xmap)) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE><<<blocks, block_threads<PW, CW>(), p.smem, stream>>>(
-        xmap, w, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
-        wna16_wgmma_max_segments(w, M, tile, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
-    return cudaGetLastError();
-  }
-};
-
-int64_t stages_per_tile(const Wna16FastArgs& w) { return (w.k_tiles + kKS - 1) / kKS; }
 
 }  // namespace
 
@@ -614,7 +61,20 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
   if (w.bits != 4 || !tensor_maps_available()) return false;
-  return dispatch(w.bf16, tile, w.zeros != nullptr, UsableF{w}, false);
+  static_assert(std::size(kWna16WgmmaTiles) == 10);
+  switch (tile) {
+    case 0: return wgmma_tile0_usable(w);
+    case 1: return wgmma_tile1_usable(w);
+    case 2: return wgmma_tile2_usable(w);
+    case 3: return wgmma_tile3_usable(w);
+    case 4: return wgmma_tile4_usable(w);
+    case 5: return wgmma_tile5_usable(w);
+    case 6: return wgmma_tile6_usable(w);
+    case 7: return wgmma_tile7_usable(w);
+    case 8: return wgmma_tile8_usable(w);
+    case 9: return wgmma_tile9_usable(w);
+    default: return false;
+  }
 }
 
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile) {
@@ -632,8 +92,18 @@ int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, in
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
   if (w.bits != 4) return cudaErrorInvalidValue;
-  return dispatch(w.bf16, tile, w.zeros != nullptr, LaunchF{w, x, ldx, M, tile, blocks, ws, counters, bias, y, stream},
-                  cudaErrorInvalidValue);
+  const WgmmaCall c{&w, x, ldx, M, tile, blocks, ws, counters, bias, y, stream};
+  switch (tile) {
+    case 0: return wgmma_tile0_launch(c);
+    case 1: return wgmma_tile1_launch(c);
+    case 2: return wgmma_tile2_launch(c);
+    case 3: return wgmma_tile3_launch(c);
+    case 4: return wgmma_tile4_launch(c);
+    case 5: return wgmma_tile5_launch(c);
+    case 6: return wgmma_tile6_launch(c);
+    case 7: return wgmma_tile7_launch(c);
+    case 8: return wgmma_tile8_launch(c);
+    case 9: return wgmma_tile9_launch(c);
+    default: return cudaErrorInvalidValue;
+  }
 }
-
-}  // namespace qlm::cuda

@@ -1,0 +1,41 @@
+// Entry points of the wgmma kernel's tile configurations (kWna16WgmmaTiles), one set per configuration,
+// defined in the tile units wna16_wgmma_tiles_*.cu (QLM_WGMMA_DEFINE_TILE) and called by wna16_wgmma.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/wna16_fast_kernels.h"
+
+namespace qlm::cuda {
+
+// One GEMM call (launch_wna16_wgmma_gemm's arguments).
+struct WgmmaCall {
+  const Wna16FastArgs* w;
+  const void* x;
+  int64_t ldx, M;
+  int tile, blocks;
+  float* ws;
+  unsigned* counters;
+  const float* bias;
+  void* y;
+  cudaStream_t stream;
+};
+
+#define QLM_WGMMA_DECLARE_TILE(I)                      \
+  bool wgmma_tile##I##_usable(const Wna16FastArgs& w); \
+  cudaError_t wgmma_tile##I##_launch(const WgmmaCall& c);
+QLM_WGMMA_DECLARE_TILE(0)
+QLM_WGMMA_DECLARE_TILE(1)
+QLM_WGMMA_DECLARE_TILE(2)
+QLM_WGMMA_DECLARE_TILE(3)
+QLM_WGMMA_DECLARE_TILE(4)
+QLM_WGMMA_DECLARE_TILE(5)
+QLM_WGMMA_DECLARE_TILE(6)
+QLM_WGMMA_DECLARE_TILE(7)
+QLM_WGMMA_DECLARE_TILE(8)
+QLM_WGMMA_DECLARE_TILE(9)
+#undef QLM_WGMMA_DECLARE_TILE
+
+}  // namespace qlm::cuda

@@ -1,0 +1,9 @@
+// The wgmma kernels of tile configurations 0, 1, 2 (kWna16WgmmaTiles): 64 x 256, 64 x 128 and 128 x 128 (the rule from
+// 33 tokens).
+#include "kernels/cuda/sm90a/wna16_wgmma_kernel.cuh"
+
+namespace qlm::cuda {
+QLM_WGMMA_DEFINE_TILE(0)
+QLM_WGMMA_DEFINE_TILE(1)
+QLM_WGMMA_DEFINE_TILE(2)
+}  // namespace qlm::cuda
