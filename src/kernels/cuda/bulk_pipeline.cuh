@@ -1,7 +1,7 @@
 // Device helpers of the producer/consumer pipelines in shared memory (sm_90: mbarriers with
 // transaction counts, `cp.async.bulk` global -> shared copies), of the stream-K work split and of the
 // producers' per-stage copies, shared by the stream (wna16_stream_kernels.cu) and wgmma
-// (sm90a/wna16_wgmma.cu) kernels of cuda_wna16_fast.
+// (sm90a/wna16_wgmma_kernel.cuh) kernels of cuda_wna16_fast.
 // The mbarrier and bulk-copy instructions need sm_90: compiled for an older device (or in the host
 // pass) those helpers are empty, so callers must run them on sm_90 only.
 #pragma once

@@ -4,7 +4,7 @@
 //   tiled  — the cp.async-pipelined tiled tensor-core GEMM (wna16_tiled_kernels.cu);
 //   stream — the producer-warp, bulk-copy, stream-K GEMM for M <= 32 (wna16_stream_kernels.cu,
 //            sm_90 only: elsewhere the kernel runs tiled instead);
-//   wgmma  — the TMA + wgmma GEMM for 4-bit weights (sm90a/wna16_wgmma.cu, sm_90 only), medium M;
+//   wgmma  — the TMA + wgmma GEMM for 4-bit weights (sm90a/wna16_wgmma_kernel.cuh, sm_90 only), medium M;
 //   cublas — weights dequantized into a scratch matrix, then cuBLAS (large M).
 #pragma once
 
@@ -14,7 +14,7 @@
 namespace qlm {
 
 namespace cuda {
-// The wgmma path's tile configurations (sm90a/wna16_wgmma.cu): tokens per tile (the wgmma's N), column
+// The wgmma path's tile configurations (sm90a/wna16_wgmma_kernel.cuh): tokens per tile (the wgmma's N), column
 // blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1, or 4: a producer
 // warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
 // (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer

@@ -1,4 +1,4 @@
-// The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights on sm_90a (src/kernels/cuda/sm90a/wna16_wgmma.cu):
+// The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights on sm_90a (src/kernels/cuda/sm90a/wna16_wgmma*):
 // y^T = W^T x^T with `wgmma.mma_async` m64nNk16, the dequantized weights the register A operand (one
 // 16-row slice per warp, the v1 conversion), the tokens the shared-memory B operand (128-byte swizzle),
 // N = 16 to 128 tokens per tile (kWna16WgmmaTiles). Built with the other sm_90a kernels (when the CUTLASS
@@ -31,7 +31,7 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
-// Whether a call with tiles of `tokens` tokens scales late (sm90a/wna16_wgmma.cu: MMAs on raw codes, x sums,
+// Whether a call with tiles of `tokens` tokens scales late (sm90a/wna16_wgmma_kernel.cuh: MMAs on raw codes, x sums,
 // one scale group per stage): tiles of <= 32 tokens, groups of whole 8-k-tile stages (g128 and coarser),
 // and QLM_WGMMA_LATE=1 (off by default: measured in session 18, correct and not faster).
 // (wna16_fast_cuda.cc; set_wna16_wgmma_late in wna16_fast_paths.h overrides the environment.)
