@@ -107,3 +107,5 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
     default: return cudaErrorInvalidValue;
   }
 }
+
+}  // namespace qlm::cuda
