@@ -53,10 +53,12 @@ constexpr int consumer_registers() {
 constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
-// The tiles with a one-group-per-stage kernel (OG, wna16_wgmma_one_group): all but the producer-warpgroup
-// tiles the rule never runs (t6, t7, t8 in kWna16WgmmaTiles), to bound the kernels compiled.
+// The tiles with a one-group-per-stage kernel (OG, wna16_wgmma_one_group): all but the 64-token
+// producer-warpgroup tiles (t7, t8 in kWna16WgmmaTiles; never ahead where measured), to bound the kernels
+// compiled. t6 (128 x 256) has one: it loads x once per 256 columns instead of 192 (t9), which counts at large M
+// once the dequantization is cheaper.
 template <int TN, int BPW, int PW, int CW>
-constexpr bool kOneGroupTile = PW == 1 || (TN == 128 && BPW == 1 && CW == 3);
+constexpr bool kOneGroupTile = PW == 1 || TN == 128;
 
 // TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
 // of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
