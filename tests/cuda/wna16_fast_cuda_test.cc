@@ -208,9 +208,8 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
       {.bits = 4, .K = 4096, .N = 200, .group_size = -1, .zero_points = true, .seed = 55},
   };
   for (const auto& s : specs) {  // the layers are ones the loop runs on (else this would test the general loop)
-    const int64_t tpg = s.group_size < 0 ? (s.K + 15) / 16 : s.group_size / 16;
-    const int64_t k_tiles = s.group_size < 0 ? tpg : (s.K + s.group_size - 1) / s.group_size * tpg;
-    ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(tpg, k_tiles)) << testing::wna16_spec_str(s);
+    const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(s).weights, true);
+    ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(L.tiles_per_group, L.k_tiles)) << testing::wna16_spec_str(s);
   }
   for (int tile : {0, 1, 2, 3, 4, 5, 6, 9}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
