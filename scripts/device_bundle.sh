@@ -7,7 +7,8 @@
 #
 # Usage: scripts/device_bundle.sh          then, through the `device` tool, with carry [".device"]:
 #        scripts/gpu_check.sh              (tests)   /   scripts/bench_gpu.sh   (benchmarks)
-# Env:   BUILD_DIR (default build/device), SKIP_BUILD=1 to pack an existing build,
+# Env:   BUILD_DIR (default build/device), SKIP_BUILD=1 to pack an existing build, ALLOW_NO_SM90A=1 to
+#        pack a build without the sm_90a kernels (refused otherwise),
 #        BUNDLE_DIR (default .device): where the bundle goes (another folder lets two people keep
 #        their own bundles; carry that folder and set BUNDLE_DIR the same way on the GPU machine).
 set -euo pipefail
@@ -15,11 +16,18 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/device}
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-    cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQLM_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DQLM_BENCH=OFF >/dev/null
-  fi
+  # The sm_90a kernels (wgmma W4A16, CUTLASS FP8) need the pinned CUTLASS headers; without them CMake
+  # leaves those kernels out, and a bundle without them would measure the fallback paths.
+  scripts/fetch_cutlass.sh
+  # Configured every time (cheap): a build tree configured before the headers existed re-checks them.
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQLM_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DQLM_BENCH=OFF >/dev/null
   cmake --build "$BUILD_DIR" --target qlm qlm_tests qlm_my_quant_plugin -j"$(nproc)"
+fi
+if ! grep -q 'qlm_sm90a' "$BUILD_DIR/build.ninja" && [[ ${ALLOW_NO_SM90A:-0} != 1 ]]; then
+  echo "device_bundle: $BUILD_DIR has no sm_90a kernels (CUTLASS headers missing at configure time:" \
+    "run scripts/fetch_cutlass.sh and re-run; ALLOW_NO_SM90A=1 packs it anyway)" >&2
+  exit 1
 fi
 
 stage=$(mktemp -d)

@@ -28,7 +28,7 @@ S="$OUT/summary.txt"
 : >"$OUT/stderr.log"
 if [[ -n ${TESTS:-} ]]; then
   timeout "${TEST_TIMEOUT:-300}" "$QLM_BUILD/tests/qlm_tests" --gtest_filter="$TESTS" >"$OUT/tests.log" 2>&1
-  echo "tests ($TESTS) exit $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.log" | tr '\n' ' ')" >>"$S"
+  echo "tests ($TESTS) exit $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]' "$OUT/tests.log" | tr '\n' ' ')" >>"$S"
   grep -E '^\[  FAILED|Failure' "$OUT/tests.log" | head -20 >>"$S"
 fi
 shapes=${SHAPES:-"4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192"}
