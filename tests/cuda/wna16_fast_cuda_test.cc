@@ -193,10 +193,11 @@ TEST_F(CudaWna16FastTest, WgmmaLateSmallTiles) {
   }
 }
 
-// The wgmma kernel's one-group-per-stage consumer loop (sm90a; off by default until measured): every tile that
+// The wgmma kernel's one-group-per-stage consumer loop (sm90a; on by default where it applies): every tile that
 // has it (all but t7, t8) forced with it on, on layers whose stages each lie inside one scale group — g128, g256,
 // channelwise with K a multiple of 128 and with a partial last stage (K = 520: 33 k-tiles) — symmetric and zero
-// points, act-order, both act dtypes, one to five m-tiles.
+// points, act-order, both act dtypes, one to five m-tiles; then the general loop forced on the same layers (it
+// still runs wherever QLM_WGMMA_ONE_GROUP=0, and on every layer with groups of fewer than 8 k-tiles).
 TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
   if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
   set_wna16_wgmma_one_group(1);
@@ -218,6 +219,12 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
       check(s, DType::BF16, {1, 9, 33, 64, 65, 129, 300}, Wna16FastPath::Wgmma);
       check(s, DType::F16, {5, 70}, Wna16FastPath::Wgmma);
     }
+  }
+  set_wna16_wgmma_one_group(0);
+  for (int tile : {0, 1, 5, 6, 9}) {
+    SCOPED_TRACE(fmt::format("general loop, tile {}", tile));
+    set_wna16_wgmma_tile(tile);
+    for (const auto& s : specs) check(s, DType::BF16, {2, 40, 129}, Wna16FastPath::Wgmma);
   }
 }
 
@@ -346,24 +353,27 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (640 / 384 / 192 on layers of
-  // >= 2e8 / 1e8 / 6e7 weights), and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 576 / 192 on layers of
+  // >= 4e8 / 2e8 / 1e8 / 6e7 weights), and from M = 9 / 17 / 16 on layers of >= 4e8 / >= 2e8 / < 3e7 weights
   // (where the stream kernel leaves them: above M = 16 on layers of >= 7.5e7 weights).
-  for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639})
+  for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639, 1024, 2559})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
   EXPECT_EQ(wna16_fast_path_for(16, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(9, 8192, 57344, 4, false, true), Wna16FastPath::Wgmma);  // no stream kernel here
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Tiled);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(640, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(383, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
-  EXPECT_EQ(wna16_fast_path_for(384, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(2560, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1023, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
+  EXPECT_EQ(wna16_fast_path_for(1024, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(575, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
+  EXPECT_EQ(wna16_fast_path_for(576, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(127, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
   EXPECT_EQ(wna16_fast_path_for(128, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(32, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
+  EXPECT_EQ(wna16_fast_path_for(8, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(191, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
@@ -378,10 +388,21 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 4096), 2);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(600, 8192, 57344), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(511, 8192, 57344), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 57344), 6);   // 4.7e8: 128 x 256 from 512 tokens
+  EXPECT_EQ(wna16_wgmma_rule_tile(767, 28672, 8192), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 28672, 8192), 6);   // 2.3e8: from 768
+  EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);   // 6.7e7
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 2);  // 5.9e7
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), -1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), 3);    // 6.7e7: below the stream kernel's bound
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 5);   // 8.4e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 4);   // 1.2e8
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 14336, 4096), -1);  // 5.9e7: the tiled kernel
+  EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 8192), -1);
+  EXPECT_EQ(wna16_fast_path_for(319, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(320, 8192, 10240, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
@@ -389,8 +410,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
 // dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
 TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, true, true),
-            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-639 wgmma 128x192 · "
-            ">= 640 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-511 wgmma 128x192 · "
+            "512-2559 wgmma 128x256 · >= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-47 wgmma 64x128 · >= 48 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");

@@ -42,14 +42,20 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
 }
-// The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200
-// (docs/w4a16-kernel-notes.md, v6, run 2 of session 17: the 128 x 192 tile against dequantize + cuBLAS):
-// 70b.gate_up M = 512 846 vs 969 us, 1024 1633 vs 1576; 70b.down 512 454 vs 472, 1024 874 vs 765;
-// 8b.gate_up 384 221 vs 221, 512 273 vs 257; 70b.qkv 192 127 vs 126, 384 171 vs 150; 70b.o 128 79 vs 90,
-// 192 112 vs 106; below 6e7 weights (8b.down, 8b.qkv, 8b.o) the tiled kernel's bounds hold.
+// The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200 with its
+// one-group loop (docs/w4a16-kernel-notes.md, v6f, session 20: the rule's tile against dequantize + cuBLAS):
+// 70b.gate_up (4.7e8) 128 x 256 tiles ahead at every M measured up to 2048 (1024: 1404 vs 1559 us, 2048: 2787
+// vs 3059; 1280: 1891 vs 1850, the one loss), so cuBLAS only beyond what was measured; 70b.down (2.3e8) 896
+// 731 vs 745, 1024 806 vs 760; 8b.gate_up (1.2e8) 512 253 vs 255, 640 302 vs 288; 70b.qkv (8.4e7) 256 120 vs
+// 129, 384 157 vs 149; 70b.o (6.7e7) 192 105 vs 105, 256 107 vs 100; under 6e7 the tiled kernel's bounds.
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return kn >= 2e8 ? 640 : kn >= 1e8 ? 384 : kn >= 6e7 ? 192 : default_cublas_min_m(K, N);
+  return kn >= 4e8     ? 2560
+         : kn >= 2e8   ? 1024
+         : kn >= 1e8   ? 576
+         : kn >= 7.5e7 ? 320
+         : kn >= 6e7   ? 192
+                       : default_cublas_min_m(K, N);
 }
 
 std::atomic<int> g_forced_path{0};
@@ -89,13 +95,26 @@ void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 // session 17, M = 96..512: 70b.gate_up M = 128 259 vs 297 us for the 128 x 256 tile, M = 256 456 vs 484;
 // 70b.down 161 vs 235, 258 vs 294; 8b.gate_up M = 96 92 vs 103 for 128 x 128; 70b.qkv 76 vs 83; 70b.o
 // 71 vs 75); on 8b.down (5.9e7, N = 4096) 128 x 128 stays ahead (M = 96: 77 vs 80).
+//
+// With the one-group loop (session 20), where the 128 x 256 tile (t6: x loaded once per 256 columns) overtakes
+// 128 x 192: 70b.gate_up from M = 512 (749 vs 770 us; 1024: 1404 vs 1521), 70b.down from 768 (600 vs 603;
+// 896: 731 vs 762; 640: 546 vs 539 the other way). And below 33 tokens, where the small tiles now overtake the
+// tiled kernel on the mid-size layers (µs at M = 17 / 24 / 32): 32 x 256 on 8b.gate_up (1.2e8: 47.3 / 45.0 / 48.7
+// vs 52.2 / 52.7 / 53.0) and 70b.o (6.7e7: 33.6 / 35.9 / 39.9 vs 36.1 / 39.4 / 43.1), 16 x 128 on 70b.qkv (8.4e7:
+// 48.1 / 48.4 / 48.8 vs 47.1 / 51.3 / 56.2; 32 x 256 there 52.7 / 50.1 / 56.8); 16 x 256 on 70b.o from M = 9
+// (25.6 / 27.4 at M = 9 / 16 vs 26.9 / 30.8; the layer is below the stream kernel's bound); 8b.down (5.9e7) keeps
+// the tiled kernel (t5 39.5 / 39.6 / 39.8 vs 33.6 / 37.0 / 40.9).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  if (M > 64) return kn >= 6e7 ? 9 : 2;
+  const bool mid = kn >= 6e7 && kn < 7.5e7;  // 70b.o-sized: below the stream kernel's bound
+  if (M > 64) {
+    if (kn >= 4e8 ? M >= 512 : kn >= 2e8 && M >= 768) return 6;
+    return kn >= 6e7 ? 9 : 2;
+  }
   if (M >= 33) return kn >= 2e8 ? 0 : 1;
   if (kn < 3e7) return M >= 16 ? 5 : -1;
-  if (kn >= 2e8 && M >= 17) return 4;
-  if (kn >= 4e8 && M >= 9) return 3;
+  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 7.5e7 ? 5 : -1;
+  if (M >= 9 && (kn >= 4e8 || mid)) return 3;
   return -1;
 }
 
@@ -224,9 +243,10 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens) {
 }
 
 bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
-  // Written in session 19 without a GPU (compiled, not run): off unless QLM_WGMMA_ONE_GROUP=1 or
-  // set_wna16_wgmma_one_group(1).
-  static const bool env = env_int("QLM_WGMMA_ONE_GROUP", 0) != 0;
+  // Measured in session 20 (docs/w4a16-kernel-notes.md, v6f): ahead of the general loop on every layer and M where
+  // the wgmma path runs (1.02-1.34x), so on by default; QLM_WGMMA_ONE_GROUP=0 or set_wna16_wgmma_one_group(0)
+  // turns it off.
+  static const bool env = env_int("QLM_WGMMA_ONE_GROUP", 1) != 0;
   const int mode = g_wgmma_one_group.load();
   const bool enabled = mode < 0 ? env : mode != 0;
   return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);

@@ -44,8 +44,8 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
 // only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 640 for K*N >= 2e8, 384 for >= 1e8, 192 for >= 6e7. 8-bit weights take the GEMV
-// kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
+// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 2e8, 576 for >= 1e8, 320 for >= 7.5e7, 192 for >= 6e7
+// (v6f). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
 // (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that
@@ -56,11 +56,12 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
                                   bool wgmma_ok = false);
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
-// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 2e8, M >= 9 on >= 4e8 (the tile by M and size;
-// above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below).
+// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 6e7, M >= 9 on >= 4e8 and on [6e7, 7.5e7) (the
+// tile by M and size; above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below, and
+// 128 x 256 from M = 512 on >= 4e8, from 768 on >= 2e8).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
-// "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 640 dequant+cuBLAS" (environment overrides
+// "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 2560 dequant+cuBLAS" (environment overrides
 // and test overrides not applied; stream_ok / wgmma_ok as for wna16_fast_path_for). For `qlm inspect --plan`.
 std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok);
 // Process-wide override for tests (Auto: back to the rule).
@@ -71,7 +72,7 @@ void set_wna16_fast_path(Wna16FastPath path);
 void set_wna16_wgmma_tile(int tile);
 void set_wna16_wgmma_late(int mode);
 // The same for the one-group-per-stage consumer loop of the wgmma kernel (1 on, 0 off, -1: QLM_WGMMA_ONE_GROUP,
-// off by default).
+// on by default).
 void set_wna16_wgmma_one_group(int mode);
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();

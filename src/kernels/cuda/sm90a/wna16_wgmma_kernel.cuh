@@ -496,6 +496,15 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       if constexpr (LATE) return res[cb][k];
       return acc[cb][k];
     };
+    // Where accumulator (cb, i, e) lies in a split-K partial slot. General loop: the tile's [token][column]
+    // order (a warp's store: 4 tokens x 8 consecutive columns, whole 32-byte sectors). OG: its column
+    // permutation leaves 2 consecutive columns per 16, so the slot keeps the accumulators' own order (thread
+    // fastest: 128-byte rows); only the same thread layout reads it back.
+    static_assert(kBPW * kAcc * kConsumers == TN * kCols, "a partial slot holds every accumulator once");
+    auto slot_at = [&](int cb, int i, int e) -> int64_t {
+      if constexpr (OG) return ((cb * (kAcc / 4) + i) * 4 + e) * kConsumers + tid;
+      return token(i, e) * kCols + column(cb, e);
+    };
     if (j0 == 0 && j1 == per_tile) {
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb)
@@ -522,7 +531,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
         for (int i = 0; i < kAcc / 4; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) __stcg(mine + token(i, e) * kCols + column(cb, e), result(cb, 4 * i + e));
+          for (int e = 0; e < 4; ++e) __stcg(mine + slot_at(cb, i, e), result(cb, 4 * i + e));
       __threadfence();
       consumer_sync<kConsumers>();
       if (tid == 0) last_segment = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(segments - 1);
@@ -537,7 +546,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
             for (int e = 0; e < 4; ++e) {
               const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
               if (n < w.N && m < M) {
-                const int64_t at = token(i, e) * kCols + column(cb, e);
+                const int64_t at = slot_at(cb, i, e);
                 float v = 0.0f;
                 for (int64_t sgm = 0; sgm < segments; ++sgm) v += __ldcg(tile_ws + sgm * kTileFloats + at);
                 if (bias) v += bias[n];
