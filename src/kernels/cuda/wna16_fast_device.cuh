@@ -46,6 +46,13 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// A scale or zero word holds the 16-bit values of a thread's two fragment rows (low half: row g, high: row g + 8);
+// the dequantization multiplies 16-bit pairs, so each value is broadcast to both halves of its own word.
+__device__ __forceinline__ void split_row_pair(uint32_t w, uint32_t& row_lo, uint32_t& row_hi) {
+  row_lo = __byte_perm(w, 0, 0x1010);
+  row_hi = __byte_perm(w, 0, 0x3232);
+}
+
 template <bool BF16>
 __device__ __forceinline__ uint32_t sub_mul(uint32_t v, uint32_t z, uint32_t s) {
   uint32_t r;
@@ -189,8 +196,9 @@ template <int BITS, bool BF16>
 __device__ __forceinline__ void dequant_block_tile(const uint4 (&wv)[BITS / 4], const uint4& sv, const uint4& zv, int j,
                                                    uint32_t (&a)[4]) {
   const uint32_t sw = word_of(sv, j), zw = word_of(zv, j);
-  const uint32_t s0 = __byte_perm(sw, 0, 0x1010), s1 = __byte_perm(sw, 0, 0x3232);
-  const uint32_t z0 = __byte_perm(zw, 0, 0x1010), z1 = __byte_perm(zw, 0, 0x3232);
+  uint32_t s0, s1, z0, z1;
+  split_row_pair(sw, s0, s1);
+  split_row_pair(zw, z0, z1);
   uint32_t w0, w1 = 0;
   if constexpr (BITS == 4) {
     w0 = word_of(wv[0], j);

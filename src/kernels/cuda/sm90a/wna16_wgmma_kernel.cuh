@@ -340,10 +340,10 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
           if (new_group) {
             const int pi = ((gk * kWN + blk) * 8 + g) * 4 + jw;  // word jw of lane g's 16 bytes
             const uint32_t sw = ss[pi];
-            s0[cb] = __byte_perm(sw, 0, 0x1010), s1[cb] = __byte_perm(sw, 0, 0x3232);
+            split_row_pair(sw, s0[cb], s1[cb]);
             uint32_t zw = w.zero_const;
             if constexpr (ZP) zw = sz[pi];
-            z0[cb] = __byte_perm(zw, 0, 0x1010), z1[cb] = __byte_perm(zw, 0, 0x3232);
+            split_row_pair(zw, z0[cb], z1[cb]);
           }
           dequant_tile<4, BF16>(sc[((blk * kKS + kt) * 32 + lane) * 4 + jw], 0u, s0[cb], s1[cb], z0[cb], z1[cb],
                                 out[cb]);
@@ -428,8 +428,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
           const uint32_t sw = ss[cb * 32];
           uint32_t zw = w.zero_const;
           if constexpr (ZP) zw = sz[cb * 32];
-          s0[cb] = __byte_perm(sw, 0, 0x1010), s1[cb] = __byte_perm(sw, 0, 0x3232);
-          z0[cb] = __byte_perm(zw, 0, 0x1010), z1[cb] = __byte_perm(zw, 0, 0x3232);
+          split_row_pair(sw, s0[cb], s1[cb]);
+          split_row_pair(zw, z0[cb], z1[cb]);
         }
       };
       const auto load_codes = [&](int kt, uint32_t(&out)[kBPW]) {
