@@ -106,14 +106,14 @@ void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 // the tiled kernel (t5 39.5 / 39.6 / 39.8 vs 33.6 / 37.0 / 40.9).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  const bool mid = kn >= 6e7 && kn < 7.5e7;  // 70b.o-sized: below the stream kernel's bound
+  const bool mid = kn >= 6e7 && kn < kWna16FastStreamMinKN;  // 70b.o-sized: below the stream kernel's bound
   if (M > 64) {
     if (kn >= 4e8 ? M >= 512 : kn >= 2e8 && M >= 768) return 6;
     return kn >= 6e7 ? 9 : 2;
   }
   if (M >= 33) return kn >= 2e8 ? 0 : 1;
   if (kn < 3e7) return M >= 16 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 7.5e7 ? 5 : -1;
+  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 6e7 ? 5 : -1;  // 5: [stream bound, 1e8), i.e. 70b.qkv-sized
   if (M >= 9 && (kn >= 4e8 || mid)) return 3;
   return -1;
 }
