@@ -193,8 +193,8 @@ TEST_F(CudaWna16FastTest, WgmmaLateSmallTiles) {
   }
 }
 
-// The wgmma kernel's one-group-per-stage consumer loop (sm90a; on by default where it applies): every tile that
-// has it (all but t7, t8) forced with it on, on layers whose stages each lie inside one scale group — g128, g256,
+// The wgmma kernel's one-group-per-stage consumer loop (sm90a; on by default where it applies): every tile
+// forced with it on, on layers whose stages each lie inside one scale group — g128, g256,
 // channelwise with K a multiple of 128 and with a partial last stage (K = 520: 33 k-tiles) — symmetric and zero
 // points, act-order, both act dtypes, one to five m-tiles; then the general loop forced on the same layers (it
 // still runs wherever QLM_WGMMA_ONE_GROUP=0, and on every layer with groups of fewer than 8 k-tiles).
@@ -212,7 +212,7 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
     const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(s).weights, true);
     ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(L.tiles_per_group, L.k_tiles)) << testing::wna16_spec_str(s);
   }
-  for (int tile : {0, 1, 2, 3, 4, 5, 6, 9}) {
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) {
@@ -228,8 +228,8 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
   }
 }
 
-// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (128 on a layer
-// of 4e7 weights), matching the reference; elsewhere the tiled or cuBLAS path.
+// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (768 on a layer
+// of 4e7 weights), matching the reference; elsewhere the tiled path up to 128, then cuBLAS.
 TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   const Wna16Spec s{.bits = 4, .K = 8192, .N = 5000, .group_size = 128, .zero_points = true, .seed = 31};
   const auto gen = testing::random_wna16(s);
@@ -241,9 +241,11 @@ TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   EXPECT_EQ(kernel->path(32), "tiled");
   EXPECT_EQ(kernel->path(33), wgmma ? "wgmma" : "tiled");
   EXPECT_EQ(kernel->path(127), wgmma ? "wgmma" : "tiled");
-  EXPECT_EQ(kernel->path(128), "dequant+cublas");
+  EXPECT_EQ(kernel->path(128), wgmma ? "wgmma" : "dequant+cublas");
+  EXPECT_EQ(kernel->path(767), wgmma ? "wgmma" : "dequant+cublas");
+  EXPECT_EQ(kernel->path(768), "dequant+cublas");
   testing::run_wna16_against_cpu_ref("cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_,
-                                     {33, 77},
+                                     {33, 77, 300},
                                      [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
                                        EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
                                      });
@@ -353,8 +355,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 576 / 320 / 192 on
-  // layers of >= 4e8 / 2e8 / 1e8 / 7.5e7 / 6e7 weights), and from M = 9 on >= 4e8 and on [6e7, 7.5e7), 17 on
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1280 / 1024 / 768 / 192 / 65
+  // on layers of >= 4e8 / 2e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and from M = 9 on >= 4e8 and on [6e7, 7.5e7), 17 on
   // >= 6e7, 16 on < 3e7 weights (where the stream kernel leaves them: above M = 16 on layers of >= 7.5e7 weights).
   for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639, 1024, 2559})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
@@ -364,45 +366,49 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Tiled);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(2560, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(1023, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
-  EXPECT_EQ(wna16_fast_path_for(1024, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(575, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
-  EXPECT_EQ(wna16_fast_path_for(576, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(127, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
-  EXPECT_EQ(wna16_fast_path_for(128, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1279, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
+  EXPECT_EQ(wna16_fast_path_for(1280, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1023, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
+  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(767, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
+  EXPECT_EQ(wna16_fast_path_for(768, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
   EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(191, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(192, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(767, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(768, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(15, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);  // 2.5e7
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(48, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(191, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(192, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(64, 4096, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 1.7e7
+  EXPECT_EQ(wna16_fast_path_for(65, 4096, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
   EXPECT_EQ(wna16_wgmma_rule_tile(24, 8192, 57344), 4);
-  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 0);
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 8);   // >= 1e8: 64 x 384
+  EXPECT_EQ(wna16_wgmma_rule_tile(64, 4096, 28672), 8);
+  EXPECT_EQ(wna16_wgmma_rule_tile(64, 8192, 10240), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
-  EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 4096), 2);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 6144), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(511, 8192, 57344), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 57344), 6);   // 4.7e8: 128 x 256 from 512 tokens
-  EXPECT_EQ(wna16_wgmma_rule_tile(767, 28672, 8192), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(768, 28672, 8192), 6);   // 2.3e8: from 768
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 8192, 57344), 6);    // 4.7e8: 128 x 256 above 64 tokens
+  EXPECT_EQ(wna16_wgmma_rule_tile(191, 28672, 8192), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192), 6);   // 2.3e8: from 192
   EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);   // 6.7e7
-  EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 2);  // 5.9e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);  // 5.9e7
   EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), 3);    // 6.7e7: below the stream kernel's bound
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 5);   // 8.4e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 1);   // 8.4e7: 64 x 128
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 4);   // 1.2e8
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 14336, 4096), -1);  // 5.9e7: the tiled kernel
   EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 8192), -1);
-  EXPECT_EQ(wna16_fast_path_for(319, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(320, 8192, 10240, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1023, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 10240, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
@@ -410,22 +416,22 @@ TEST(Wna16FastPaths, RuleAndOverride) {
 // dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
 TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, true, true),
-            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x256 · 65-511 wgmma 128x192 · "
-            "512-2559 wgmma 128x256 · >= 2560 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-2559 wgmma 128x256 · "
+            ">= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
-            "M 1-15 tiled · 16-32 wgmma 16x128 · 33-47 wgmma 64x128 · >= 48 dequant+cuBLAS");
+            "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: below the stream kernel's bound), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-32 tiled · 33-64 wgmma 64x128 · 65-127 wgmma 128x128 · >= 128 dequant+cuBLAS");
+            "M 1-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
   for (auto [M, path] : {std::pair{32, Wna16FastPath::Tiled},
                          {33, Wna16FastPath::Wgmma},
-                         {127, Wna16FastPath::Wgmma},
-                         {128, Wna16FastPath::Cublas}})
+                         {767, Wna16FastPath::Wgmma},
+                         {768, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 1);
-  EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 2);
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 9);
 }
 
 TEST(Wna16FastLayout, HalfConversionRoundsToNearestEven) {

@@ -42,20 +42,21 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 2e8 ? 256 : kn >= 4e7 ? 128 : 48;
 }
-// The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200 with its
-// one-group loop (docs/w4a16-kernel-notes.md, v6f, session 20: the rule's tile against dequantize + cuBLAS):
-// 70b.gate_up (4.7e8) 128 x 256 tiles ahead at every M measured up to 2048 (1024: 1404 vs 1559 us, 2048: 2787
-// vs 3059; 1280: 1891 vs 1850, the one loss), so cuBLAS only beyond what was measured; 70b.down (2.3e8) 896
-// 731 vs 745, 1024 806 vs 760; 8b.gate_up (1.2e8) 512 253 vs 255, 640 302 vs 288; 70b.qkv (8.4e7) 256 120 vs
-// 129, 384 157 vs 149; 70b.o (6.7e7) 192 105 vs 105, 256 107 vs 100; under 6e7 the tiled kernel's bounds.
+// The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200 after the
+// split-K sums were batched (docs/w4a16-kernel-notes.md, v6g, session 21: the best wgmma tile against dequantize +
+// cuBLAS, us): 70b.gate_up (4.7e8) 1536 2227 vs 2236 (ahead up to 2048 in session 20), so cuBLAS only beyond
+// what was measured; 70b.down (2.3e8) 1024 743 vs 753, 1536 1136 vs 1061; 8b.gate_up (1.2e8) 768 312 vs 332, 1024
+// 406 vs 387; 70b.qkv (8.4e7) 768 221 vs 227, 1024 288 vs 275; 70b.o (6.7e7) 512 131 vs 134, 768 182 vs 179; 8b.down
+// (5.9e7) 768 152 vs 157, 1024 211 vs 189; 8b.qkv (2.5e7) 128 32 vs 36, 192 41 vs 39; 8b.o (1.7e7) 64 19 vs 21, 96
+// 25 (64-token tiles) / 28 (128-token) vs 26.
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return kn >= 4e8     ? 2560
-         : kn >= 2e8   ? 1024
-         : kn >= 1e8   ? 576
-         : kn >= 7.5e7 ? 320
-         : kn >= 6e7   ? 192
-                       : default_cublas_min_m(K, N);
+         : kn >= 2e8   ? 1280
+         : kn >= 7.5e7 ? 1024
+         : kn >= 4e7   ? 768
+         : kn >= 2e7   ? 192
+                       : 65;
 }
 
 std::atomic<int> g_forced_path{0};
@@ -107,13 +108,10 @@ void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   const bool mid = kn >= 6e7 && kn < kWna16FastStreamMinKN;  // 70b.o-sized: below the stream kernel's bound
-  if (M > 64) {
-    if (kn >= 4e8 ? M >= 512 : kn >= 2e8 && M >= 768) return 6;
-    return kn >= 6e7 ? 9 : 2;
-  }
-  if (M >= 33) return kn >= 2e8 ? 0 : 1;
+  if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) ? 6 : 9;
+  if (M >= 33) return kn >= 1e8 ? 8 : 1;
   if (kn < 3e7) return M >= 16 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 6e7 ? 5 : -1;  // 5: [stream bound, 1e8), i.e. 70b.qkv-sized
+  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 6e7 ? 1 : -1;  // 1: [stream bound, 1e8), i.e. 70b.qkv-sized
   if (M >= 9 && (kn >= 4e8 || mid)) return 3;
   return -1;
 }

@@ -242,4 +242,22 @@ __device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
+// Split-K partial sums, read by the block that finishes a tile: v[r] = the sum over slots q = 0 .. slots - 1 (in
+// that order: the same floats whichever block finishes last) of slot0[q * stride + first + r * step], for the
+// elements first + r * step < used (v[r] = 0 beyond). Slots outside, elements inside: a slot's loads are all in
+// flight together, one L2 round trip per slot — with the slots inside, every element waited for its own chain of
+// loads (the wgmma kernel at M = 64 spent a third of its time there, Nsight Compute, notes v6g).
+template <int PER>
+__device__ __forceinline__ void sum_partial_slots(const float* slot0, int64_t stride, int64_t slots, int first,
+                                                  int step, int used, float (&v)[PER]) {
+#pragma unroll
+  for (int r = 0; r < PER; ++r) v[r] = 0.0f;
+  for (int64_t q = 0; q < slots; ++q) {
+    const float* part = slot0 + q * stride;
+#pragma unroll
+    for (int r = 0; r < PER; ++r)
+      if (first + r * step < used) v[r] += __ldcg(part + first + r * step);
+  }
+}
+
 }  // namespace qlm::cuda

@@ -142,15 +142,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  for (int i = threadIdx.x; i < TM * 64; i += kWarps * 32) {
+  constexpr int kPer = (TM * 64 + kWarps * 32 - 1) / (kWarps * 32);
+  float v[kPer];  // element threadIdx.x + r * kWarps * 32 of the tile
+  sum_partial_slots(ws + tile_index * (TM * 64), tile_count * (TM * 64), splits, threadIdx.x, kWarps * 32, TM * 64, v);
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int i = threadIdx.x + r * kWarps * 32;
     const int ml = i >> 6, nl = i & 63;
     const int64_t n = n0 + nl;
-    if (m0 + ml < M && n < w.N) {
-      float v = 0.0f;
-      for (int q = 0; q < splits; ++q)
-        v += __ldcg(ws + (static_cast<int64_t>(q) * tile_count + tile_index) * (TM * 64) + i);
-      if (bias) v += bias[n];
-      y[static_cast<int64_t>(m0 + ml) * w.N + n] = to_bits(v, BF16);
+    if (i < TM * 64 && m0 + ml < M && n < w.N) {
+      float out = v[r];
+      if (bias) out += bias[n];
+      y[static_cast<int64_t>(m0 + ml) * w.N + n] = to_bits(out, BF16);
     }
   }
   if (threadIdx.x == 0) counters[tile_index] = 0u;

@@ -18,8 +18,8 @@ namespace cuda {
 // blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1, or 4: a producer
 // warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
 // (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer
-// warpgroups (512 threads); the rule runs 9 (128 x 192) above 64 tokens on layers of >= 6e7 weights, 8
-// only when forced (QLM_WGMMA_TILE=8).
+// warpgroups (512 threads); the rule (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of
+// >= 1e8 weights and 9 (128 x 192) above 64 tokens; 0, 2 and 7 only when forced (QLM_WGMMA_TILE=i).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
@@ -44,8 +44,8 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
 // only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 2e8, 576 for >= 1e8, 320 for >= 7.5e7, 192 for >= 6e7
-// (v6f). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
+// wgmma runs, M >= 2560 for K*N >= 4e8, 1280 for >= 2e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
+// else 65 (v6g). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
 // (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that
@@ -57,8 +57,8 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 6e7, M >= 9 on >= 4e8 and on [6e7, 7.5e7) (the
-// tile by M and size; above 64 tokens the 128 x 192 tile on layers of >= 6e7 weights, 128 x 128 below, and
-// 128 x 256 from M = 512 on >= 4e8, from 768 on >= 2e8).
+// tile by M and size, v6g: 33-64 tokens 64 x 384 on layers of >= 1e8 weights, 64 x 128 below; above 64 tokens
+// 128 x 192, and 128 x 256 on >= 4e8 and from M = 192 on >= 2e8).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
 // "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 2560 dequant+cuBLAS" (environment overrides

@@ -398,14 +398,19 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
       consumer_sync<kConsumers>();
       if (last_segment) {
         __threadfence();
-        for (int e = tid; e < rows * kCols; e += kConsumers) {
-          const int ml = e / kCols, nl = e % kCols;
-          const int64_t n = n0 + nl;
-          if (n < w.N) {
-            float v = 0.0f;
-            for (int64_t sgm = 0; sgm < segments; ++sgm) v += __ldcg(tile_ws + sgm * kTileFloats + e);
-            if (bias) v += bias[n];
-            y[ml * w.N + n] = to_bits(v, BF16);
+        // Element tid + r * kConsumers of the tile in v[r].
+        constexpr int kPer = (TM * kCols + kConsumers - 1) / kConsumers;
+        const int used = rows * kCols;
+        float v[kPer];
+        sum_partial_slots(tile_ws, kTileFloats, segments, tid, kConsumers, used, v);
+#pragma unroll
+        for (int r = 0; r < kPer; ++r) {
+          const int e = tid + r * kConsumers;
+          const int64_t n = n0 + e % kCols;
+          if (e < used && n < w.N) {
+            float out = v[r];
+            if (bias) out += bias[n];
+            y[(e / kCols) * w.N + n] = to_bits(out, BF16);
           }
         }
         if (tid == 0) counters[nt] = 0u;

@@ -226,15 +226,18 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  for (int i = tid; i < rows * kCols; i += kThreads) {
+  constexpr int kPer = (kTileFloats + kThreads - 1) / kThreads;
+  float v[kPer];  // element tid + r * kThreads of the tile
+  sum_partial_slots(ws + tile_index * kTileFloats, tile_count * kTileFloats, splits, tid, kThreads, rows * kCols, v);
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int i = tid + r * kThreads;
     const int ml = i / kCols, nl = i % kCols;
     const int64_t n = n0 + nl;
-    if (n < w.N) {
-      float v = 0.0f;
-      for (int q = 0; q < splits; ++q)
-        v += __ldcg(ws + (static_cast<int64_t>(q) * tile_count + tile_index) * kTileFloats + i);
-      if (bias) v += bias[n];
-      y[static_cast<int64_t>(m0 + ml) * w.N + n] = to_bits(v, BF16);
+    if (i < rows * kCols && n < w.N) {
+      float out = v[r];
+      if (bias) out += bias[n];
+      y[static_cast<int64_t>(m0 + ml) * w.N + n] = to_bits(out, BF16);
     }
   }
   if (tid == 0) counters[tile_index] = 0u;

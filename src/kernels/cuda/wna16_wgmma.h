@@ -39,7 +39,7 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens);
 // Whether a call runs the one-group-per-stage consumer loop (OG in sm90a/wna16_wgmma_kernel.cuh: no group
 // bookkeeping per k-tile): every stage inside one scale group (tiles_per_group a multiple of the stage's 8
 // k-tiles, or one group over all of K) unless QLM_WGMMA_ONE_GROUP=0 (on by default since session 20's measurement;
-// set_wna16_wgmma_one_group overrides the environment). Tiles without that kernel (t7, t8) ignore it.
+// set_wna16_wgmma_one_group overrides the environment). Every tile has that kernel.
 bool wna16_wgmma_one_group(const Wna16FastArgs& w);
 // Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);

@@ -53,12 +53,11 @@ constexpr int consumer_registers() {
 constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
-// The tiles with a one-group-per-stage kernel (OG, wna16_wgmma_one_group): all but the 64-token
-// producer-warpgroup tiles (t7, t8 in kWna16WgmmaTiles; never ahead where measured), to bound the kernels
-// compiled. t6 (128 x 256) has one: it loads x once per 256 columns instead of 192 (t9), which counts at large M
-// once the dequantization is cheaper.
+// The tiles with a one-group-per-stage kernel (OG, wna16_wgmma_one_group): every tile (t7 and t8, the 64-token
+// producer-warpgroup tiles, have one since session 21: with the general loop they never led, the OG loop is ~30 %
+// fewer instructions per k-tile).
 template <int TN, int BPW, int PW, int CW>
-constexpr bool kOneGroupTile = PW == 1 || TN == 128;
+constexpr bool kOneGroupTile = true;
 
 // TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
 // of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
@@ -492,7 +491,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     const int64_t n0 = nb0 * 64;
     auto column = [&](int cb, int e) { return (kBPW * wg + cb) * 64 + 16 * jt + g + 8 * (e >> 1); };
     auto token = [&](int i, int e) { return 8 * i + 2 * t4 + (e & 1); };
-    auto result = [&](int cb, int k) {
+    auto result = [&](int cb, int k) -> float& {
       if constexpr (LATE) return res[cb][k];
       return acc[cb][k];
     };
@@ -538,6 +537,23 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       consumer_sync<kConsumers>();
       if (last_segment) {
         __threadfence();
+        // The slots summed in slot order (deterministic: the same sums whichever segment ends last), into the
+        // accumulators (this segment's values are in its slot too). Segments outside, accumulators inside: each
+        // slot's loads are independent and in flight together (one L2 round trip per slot; with the slots inside,
+        // every accumulator waited for its own chain of loads: a third of the kernel's time at M = 64).
+        for (int64_t sgm = 0; sgm < segments; ++sgm) {
+          const float* part = tile_ws + sgm * kTileFloats;
+#pragma unroll
+          for (int cb = 0; cb < kBPW; ++cb)
+#pragma unroll
+            for (int i = 0; i < kAcc / 4; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const float p = __ldcg(part + slot_at(cb, i, e));
+                float& r = result(cb, 4 * i + e);
+                r = sgm == 0 ? p : r + p;
+              }
+        }
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb)
 #pragma unroll
@@ -546,9 +562,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
             for (int e = 0; e < 4; ++e) {
               const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
               if (n < w.N && m < M) {
-                const int64_t at = slot_at(cb, i, e);
-                float v = 0.0f;
-                for (int64_t sgm = 0; sgm < segments; ++sgm) v += __ldcg(tile_ws + sgm * kTileFloats + at);
+                float v = result(cb, 4 * i + e);
                 if (bias) v += bias[n];
                 y[m * w.N + n] = to_bits(v, BF16);
               }

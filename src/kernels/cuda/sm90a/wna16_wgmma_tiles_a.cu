@@ -1,5 +1,5 @@
-// The wgmma kernels of tile configurations 0, 1, 2 (kWna16WgmmaTiles): 64 x 256, 64 x 128 and 128 x 128 (the rule from
-// 33 tokens).
+// The wgmma kernels of tile configurations 0, 1, 2 (kWna16WgmmaTiles): 64 x 256, 64 x 128 and 128 x 128 (the rule's
+// 33-64 tokens on layers under 1e8 weights: 64 x 128; the others when forced).
 #include "kernels/cuda/sm90a/wna16_wgmma_kernel.cuh"
 
 namespace qlm::cuda {
