@@ -244,19 +244,47 @@ __device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
 
 // Split-K partial sums, read by the block that finishes a tile: v[r] = the sum over slots q = 0 .. slots - 1 (in
 // that order: the same floats whichever block finishes last) of slot0[q * stride + first + r * step], for the
-// elements first + r * step < used (v[r] = 0 beyond). Slots outside, elements inside: a slot's loads are all in
-// flight together, one L2 round trip per slot — with the slots inside, every element waited for its own chain of
-// loads (the wgmma kernel at M = 64 spent a third of its time there, Nsight Compute, notes v6g).
+// elements first + r * step < used (v[r] = 0 beyond). The loads of kU slots x PER elements (16 slots where a
+// thread has one element) are issued before their adds, so a thread waits for one L2 round trip per kU slots —
+// with the slots inside the elements' loop, every element waited for its own chain of loads (the wgmma kernel at
+// M = 64 spent a third of its time there, Nsight Compute, notes v6g); kU keeps the loads in flight (and their
+// registers) near 32 per thread.
 template <int PER>
 __device__ __forceinline__ void sum_partial_slots(const float* slot0, int64_t stride, int64_t slots, int first,
                                                   int step, int used, float (&v)[PER]) {
+  constexpr int kU = PER >= 32 ? 1 : 32 / PER;
 #pragma unroll
   for (int r = 0; r < PER; ++r) v[r] = 0.0f;
-  for (int64_t q = 0; q < slots; ++q) {
-    const float* part = slot0 + q * stride;
+  int64_t q = 0;
+  if (used - first <= step) {  // one element at most (one token, the GEMV-like calls): 16 slots per round trip
+    if (first >= used) return;
+    const float* e = slot0 + first;
+    for (; q + 16 <= slots; q += 16) {
+      float p[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) p[u] = __ldcg(e + (q + u) * stride);
+#pragma unroll
+      for (int u = 0; u < 16; ++u) v[0] += p[u];
+    }
+    for (; q < slots; ++q) v[0] += __ldcg(e + q * stride);
+    return;
+  }
+  for (; q + kU <= slots; q += kU) {
+    float p[kU][PER];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int r = 0; r < PER; ++r)
+        p[u][r] = first + r * step < used ? __ldcg(slot0 + (q + u) * stride + first + r * step) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int r = 0; r < PER; ++r) v[r] += p[u][r];
+  }
+  for (; q < slots; ++q) {
 #pragma unroll
     for (int r = 0; r < PER; ++r)
-      if (first + r * step < used) v[r] += __ldcg(part + first + r * step);
+      if (first + r * step < used) v[r] += __ldcg(slot0 + q * stride + first + r * step);
   }
 }
 

@@ -44,7 +44,7 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
 // only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 2560 for K*N >= 4e8, 1280 for >= 2e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
+// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 2e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
 // else 65 (v6g). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
