@@ -355,8 +355,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 1024 / 768 / 192 / 65
-  // on layers of >= 4e8 / 2e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and from M = 9 on >= 4e8 and on [6e7, 7.5e7), 17 on
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 768 / 192 / 65 on
+  // layers of >= 4e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and from M = 9 on >= 4e8 and on [6e7, 7.5e7), 17 on
   // >= 6e7, 16 on < 3e7 weights (where the stream kernel leaves them: above M = 16 on layers of >= 7.5e7 weights).
   for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639, 1024, 2559})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;

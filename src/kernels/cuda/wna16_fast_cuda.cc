@@ -45,18 +45,13 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
 // The cuBLAS bound where the wgmma kernel (sm_90a, 4-bit) runs, by layer size: measured on the H200 after the
 // split-K sums were batched (docs/w4a16-kernel-notes.md, v6g, session 21: the best wgmma tile against dequantize +
 // cuBLAS, us): 70b.gate_up (4.7e8) 1536 2227 vs 2236 (ahead up to 2048 in session 20), so cuBLAS only beyond
-// what was measured; 70b.down (2.3e8) 768 544 vs 626, 1024 743-785 (two runs) vs 753; 8b.gate_up (1.2e8) 768 312 vs 332, 1024
-// 406 vs 387; 70b.qkv (8.4e7) 768 221 vs 227, 1024 288 vs 275; 70b.o (6.7e7) 512 131 vs 134, 768 182 vs 179; 8b.down
-// (5.9e7) 768 152 vs 157, 1024 211 vs 189; 8b.qkv (2.5e7) 128 32 vs 36, 192 41 vs 39; 8b.o (1.7e7) 64 19 vs 21, 96
-// 25 (64-token tiles) / 28 (128-token) vs 26.
+// what was measured; 70b.down (2.3e8) 768 544 vs 626, 1024 743-785 (three runs) vs 753; 8b.gate_up (1.2e8) 768
+// 312 vs 332, 1024 406 vs 387; 70b.qkv (8.4e7) 768 221 vs 227, 1024 288 vs 275; 70b.o (6.7e7) 512 131 vs 134, 768
+// 182 vs 179; 8b.down (5.9e7) 768 152 vs 157, 1024 211 vs 189; 8b.qkv (2.5e7) 128 32 vs 36, 192 41 vs 39; 8b.o
+// (1.7e7) 64 19 vs 21, 96 25 (64-token tiles) / 28 (128-token) vs 26.
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return kn >= 4e8     ? 2560
-         : kn >= 2e8   ? 1024
-         : kn >= 7.5e7 ? 1024
-         : kn >= 4e7   ? 768
-         : kn >= 2e7   ? 192
-                       : 65;
+  return kn >= 4e8 ? 2560 : kn >= 7.5e7 ? 1024 : kn >= 4e7 ? 768 : kn >= 2e7 ? 192 : 65;
 }
 
 std::atomic<int> g_forced_path{0};

@@ -19,7 +19,8 @@ namespace cuda {
 // warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
 // (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer
 // warpgroups (512 threads); the rule (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of
-// >= 1e8 weights and 9 (128 x 192) above 64 tokens; 0, 2 and 7 only when forced (QLM_WGMMA_TILE=i).
+// >= 1e8 weights and 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers); 0, 2 and 7 only when
+// forced (QLM_WGMMA_TILE=i).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
@@ -44,7 +45,7 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
 // in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
 // only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 2e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
+// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
 // else 65 (v6g). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH

@@ -53,11 +53,6 @@ constexpr int consumer_registers() {
 constexpr int kMaxStages = 8;
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
-// The tiles with a one-group-per-stage kernel (OG, wna16_wgmma_one_group): every tile (t7 and t8, the 64-token
-// producer-warpgroup tiles, have one since session 21: with the general loop they never led, the OG loop is ~30 %
-// fewer instructions per k-tile).
-template <int TN, int BPW, int PW, int CW>
-constexpr bool kOneGroupTile = true;
 
 // TN tokens x BPW column blocks of 64 per warpgroup (the accumulators: BPW * TN / 2 registers; a block
 // of 9 warps gets at most 168 registers per thread, 112 at two blocks per multiprocessor).
@@ -654,9 +649,8 @@ struct LaunchF {
     if constexpr (TN <= 32) {
       if (wna16_wgmma_late(*c.w, TN)) return run<H, TN, BPW, PER_SM, PW, CW, Z, true, false>();
     }
-    if constexpr (kOneGroupTile<TN, BPW, PW, CW>) {
-      if (wna16_wgmma_one_group(*c.w)) return run<H, TN, BPW, PER_SM, PW, CW, Z, false, true>();
-    }
+    // Every tile has a one-group-per-stage kernel (OG; t7 and t8 since session 21).
+    if (wna16_wgmma_one_group(*c.w)) return run<H, TN, BPW, PER_SM, PW, CW, Z, false, true>();
     return run<H, TN, BPW, PER_SM, PW, CW, Z, false, false>();
   }
   template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE, bool OG>
