@@ -499,7 +499,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       if constexpr (OG) return ((cb * (kAcc / 4) + i) * 4 + e) * kConsumers + tid;
       return token(i, e) * kCols + column(cb, e);
     };
-    if (j0 == 0 && j1 == per_tile) {
+    // y from the tile's results (in the accumulators: this segment's own, or every segment's once summed).
+    const auto store_y = [&] {
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb)
 #pragma unroll
@@ -513,6 +514,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
               y[m * w.N + n] = to_bits(v, BF16);
             }
           }
+    };
+    if (j0 == 0 && j1 == per_tile) {
+      store_y();
     } else {
       const int64_t tile_q0 = tile * per_tile;
       const int64_t first = owner_of(tile_q0, T, G);
@@ -549,19 +553,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
                 r = sgm == 0 ? p : r + p;
               }
         }
-#pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb)
-#pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int64_t n = n0 + column(cb, e), m = m0 + token(i, e);
-              if (n < w.N && m < M) {
-                float v = result(cb, 4 * i + e);
-                if (bias) v += bias[n];
-                y[m * w.N + n] = to_bits(v, BF16);
-              }
-            }
+        store_y();
         if (tid == 0) counters[tile] = 0u;
       }
     }
