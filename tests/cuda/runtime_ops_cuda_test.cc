@@ -202,6 +202,47 @@ TEST(CudaRuntimeOps, KvCacheAndAttentionMatchCpu) {
       }
 }
 
+// A single decode token over every group size the per-group decode kernel serves (1, 4, 7, 8 query
+// heads per kv head), one it leaves to the per-(token, head) form (16), head sizes of whole vectors (64,
+// 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
+// cache within one chunk (capacity <= 256: the block writes the output) and past it (chunks and the
+// combine kernel), a sliding window, and the first token of a sequence (one visible slot).
+TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t heads, kv_heads, d;
+  };
+  for (const Case c : {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64},
+                       Case{4, 2, 20}})
+    for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
+      for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
+        const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
+        const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " d " +
+                                 std::to_string(c.d) + " kv " + ops::kv_dtype_name(kv) + " past " +
+                                 std::to_string(past) + " window " + std::to_string(window);
+        ops::KvCache host(1, c.kv_heads, c.d, {kv});
+        ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
+        host.set_scales(0, 0.75f, 1.5f);
+        dev.set_scales(0, 0.75f, 1.5f);
+        const ops::AttentionParams p{.heads = c.heads, .kv_heads = c.kv_heads, .head_dim = c.d,
+                                     .scale = 1.0f / std::sqrt(static_cast<float>(c.d)), .sliding_window = window};
+        const int64_t total = past + 1;
+        const std::vector<float> qkv = random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
+        host.reserve(total);
+        dev.reserve(total);
+        host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
+        const Tensor qkv_dev = upload(qkv, {total, stride});
+        dev.write(0, 0, qkv_dev, c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+        // The query is the last row's q.
+        const std::vector<float> last_row(qkv.end() - stride, qkv.end());
+        std::vector<float> want(static_cast<size_t>(c.heads * c.d));
+        ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
+        const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
+        EXPECT_EQ(ops::cu::attention_chunks(1, dev.capacity()) > 0, dev.capacity() > 256) << what;
+        EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
+      }
+}
+
 TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
   SKIP_WITHOUT_GPU();
   const int64_t heads = 2, kv_heads = 1, d = 64, stride = (heads + 2 * kv_heads) * d, T = 6;

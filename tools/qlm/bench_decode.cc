@@ -4,7 +4,9 @@
 // MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b[:layers=N]`: a
 // Llama-3-shaped int4 GPTQ checkpoint (g128, lm_head quantized) with random weights, written to a
 // temporary directory under --tmp (default: the system temp dir), loaded, and removed (~4.9 GB for
-// 8B; 70B is ~0.43 GB per layer, so `:layers=N` keeps it to N layers).
+// 8B; 70B is ~0.43 GB per layer, so `:layers=N` keeps it to N layers). `--keep-synthetic DIR` writes it
+// to DIR instead and keeps it; a later run given the same DIR and model loads it without writing again
+// (A/B runs of one shape under different settings).
 // Runs a prefill of P tokens, then T single-token decode steps (each returns the logits to the
 // host, so every step is complete when timed). Reports tokens/s and the linear-layer weight bytes
 // each step reads; bytes x tokens/s is the bandwidth the decode reaches, to put beside the device's.
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +42,7 @@ struct BenchDecodeOptions {
   int64_t prompt_len = 16;
   int64_t tokens = 64;
   std::string tmp;
+  std::string keep_synthetic;
   bool json = false;
 };
 
@@ -91,7 +95,29 @@ void bench_decode(const BenchDecodeOptions& o) {
   TempDir temp;
   std::unique_ptr<SignalCleanup> synthetic_cleanup;
   double write_s = 0;
-  if (auto shape = synthetic_shape(o.model.model_dir)) {
+  const std::optional<bench::SyntheticLlamaShape> shape = synthetic_shape(o.model.model_dir);
+  if (!shape && !o.keep_synthetic.empty())
+    fail("cli.args", {}, "give a synthetic:... model, or leave out --keep-synthetic",
+         "--keep-synthetic applies to synthetic models, not to '{}'", o.model.model_dir);
+  if (shape && !o.keep_synthetic.empty()) {
+    // The marker names the model and is written last, so a checkpoint cut short is never reused.
+    dir = o.keep_synthetic;
+    const fs::path marker = dir / ".qlm-synthetic";
+    std::string written;
+    if (std::ifstream in(marker); in) std::getline(in, written);
+    if (written == o.model.model_dir) {
+      std::fprintf(stderr, "reusing the synthetic %s checkpoint in %s\n", o.model.model_dir.c_str(), dir.c_str());
+    } else {
+      fs::create_directories(dir);
+      fs::remove(marker);
+      std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s (kept) ...\n",
+                   o.model.model_dir.c_str(), static_cast<long long>(shape->layers), dir.c_str());
+      const auto t0 = Clock::now();
+      bench::write_synthetic_gptq_llama(dir, *shape);
+      write_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::ofstream(marker) << o.model.model_dir << "\n";
+    }
+  } else if (shape) {
     temp.dir = (o.tmp.empty() ? fs::temp_directory_path() : fs::path(o.tmp)) /
                ("qlm-synthetic-" + std::to_string(::getpid()));
     dir = temp.dir;
@@ -106,7 +132,7 @@ void bench_decode(const BenchDecodeOptions& o) {
     write_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // --tp-procs: the children load the checkpoint rank 0 just wrote (MODEL is replaced by its path).
-  TpLaunch launch = TpLaunch::start(o.model, options, temp.dir);
+  TpLaunch launch = TpLaunch::start(o.model, options, shape ? dir : fs::path{});
   auto model = runtime::Model::load(dir, options);
   // Every rank has mapped the checkpoint once rank 0's load returns (they open it before meeting).
   std::error_code ec;
@@ -178,6 +204,8 @@ void register_bench_decode_command(CLI::App& app) {
   cmd->add_option("--prompt-len", opts->prompt_len, "Prefill tokens before decoding")->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
   cmd->add_option("--tmp", opts->tmp, "Parent directory of a synthetic checkpoint (default: system temp dir)");
+  cmd->add_option("--keep-synthetic", opts->keep_synthetic,
+                  "Write a synthetic checkpoint to DIR and keep it; reuse it when DIR already holds this model");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { run_as_rank(opts->model, [&] { bench_decode(*opts); }); });
 }

@@ -3,9 +3,20 @@
 // wait_for_predecessor() before it reads the predecessor's output or writes memory the predecessor may
 // still read; allow_dependents() lets the next such kernel start before this one ends. Without the
 // attribute, or compiled for an older device, both are no-ops.
+//
+// Invariant for a chain of such launches: every kernel launched with the attribute waits (in every
+// thread that touches memory written or read by earlier kernels) before that access. Then a kernel's
+// completion implies its predecessor's, so stream order holds transitively, and the caching allocator's
+// stream-ordered reuse stays safe. Kernels launched without the attribute (cuBLAS, NCCL, copies) keep
+// the plain stream order on both sides.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 namespace qlm::cuda {
 
@@ -20,11 +31,56 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+// The first statement of a kernel launched by launch_pdl: wait for the previous kernel, then let the
+// next one launch (its blocks become resident and reach their own wait while this kernel runs). Waiting
+// first keeps at most one kernel ahead holding resources.
+__device__ __forceinline__ void pdl_enter() {
+  wait_for_predecessor();
+  allow_dependents();
+}
+
 inline cudaLaunchAttribute pdl_attribute() {
   cudaLaunchAttribute a{};
   a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   a.val.programmaticStreamSerializationAllowed = 1;
   return a;
+}
+
+// Whether launch_pdl sets the attribute on the current device: compute capability 9.0 or newer, and
+// the environment variable QLM_PDL is not "0" (read once per process; QLM_PDL=0 launches every such
+// kernel in plain stream order, for comparison and diagnosis).
+inline bool pdl_launches() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("QLM_PDL");
+    return !(v != nullptr && std::strcmp(v, "0") == 0);
+  }();
+  if (!enabled) return false;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  static std::atomic<int> known[64];  // per device: 0 unknown, 1 no, 2 yes (zero-initialised: static storage)
+  int k = known[dev].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int major = 0;
+    k = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 ? 2 : 1;
+    known[dev].store(k, std::memory_order_relaxed);
+  }
+  return k == 2;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where
+// pdl_launches(). The kernel must start with pdl_enter() (or wait before its first dependent access).
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_launches() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace qlm::cuda

@@ -8,10 +8,12 @@
 // blocks (contiguous in the layout: 8 x 512 bytes per block and vector), the token tile of x
 // (rows >= M zero-filled) and the scales / zeros of the groups the stage touches. The two k-halves
 // are summed through shared memory; splits > 1 write f32 partials and the last block of a tile sums
-// them (counter per tile, reset by that block).
+// them (counter per tile, reset by that block). Launched with programmatic dependent launch on sm_90
+// (kernels/cuda/pdl.cuh): the first stages' weights are requested before the previous kernel ends.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
@@ -91,7 +93,9 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
   const uint4* zeros = reinterpret_cast<const uint4*>(w.zeros);
   auto group_of = [&](int64_t kt) { return static_cast<int64_t>((static_cast<uint64_t>(kt) * group_magic) >> 32); };
 
-  auto load_stage = [&](int slot, int st) {
+  // A stage's weights (codes, scales, zeros: constant, so they may be requested before the previous
+  // kernel ends) and its x tile (the previous kernel's output: after wait_for_predecessor).
+  auto load_weights = [&](int slot, int st) {
     const int64_t k0 = kb + static_cast<int64_t>(st) * kKS;
     const uint32_t base = sbase + slot * stage_bytes;
     // Codes: [column block][k-tile][vector][lane] uint4, contiguous per column block in global.
@@ -109,17 +113,6 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
           cp16(base + c * 16, src);
       }
     }
-    // x: TM token rows x kKS * 16 halves (16 chunks of 8 halves), rows >= M zero.
-#pragma unroll
-    for (int it = 0; it < (TM * 16 + kThreads - 1) / kThreads; ++it) {
-      const int c = it * kThreads + tid;
-      const int r = c >> 4, q = c & 15;
-      if ((TM * 16 % kThreads == 0 || c < TM * 16) && k0 + q / 2 < ke) {
-        const bool valid = m0 + r < M;
-        const uint16_t* src = x + static_cast<int64_t>(valid ? m0 + r : 0) * ldx + k0 * 16 + q * 8;
-        cp16_zfill(base + kCodeBytes + (r * kXRow + q * 8) * 2, src, valid);
-      }
-    }
     // Scales (and zeros) of the groups g_lo..g_hi touched by this stage: [slot][column block][g].
     const int64_t g_lo = group_of(k0);
     const int64_t g_hi = group_of(min(k0 + kKS, ke) - 1);
@@ -131,6 +124,21 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
         const int64_t src = ((g_lo + gi) * n_blocks + b) * 8 + gg;
         cp16(base + kCodeBytes + kXBytes + c * 16, scales + src);
         if constexpr (ZP) cp16(base + kCodeBytes + kXBytes + par_bytes + c * 16, zeros + src);
+      }
+    }
+  };
+  auto load_x = [&](int slot, int st) {
+    const int64_t k0 = kb + static_cast<int64_t>(st) * kKS;
+    const uint32_t base = sbase + slot * stage_bytes;
+    // x: TM token rows x kKS * 16 halves (16 chunks of 8 halves), rows >= M zero.
+#pragma unroll
+    for (int it = 0; it < (TM * 16 + kThreads - 1) / kThreads; ++it) {
+      const int c = it * kThreads + tid;
+      const int r = c >> 4, q = c & 15;
+      if ((TM * 16 % kThreads == 0 || c < TM * 16) && k0 + q / 2 < ke) {
+        const bool valid = m0 + r < M;
+        const uint16_t* src = x + static_cast<int64_t>(valid ? m0 + r : 0) * ldx + k0 * 16 + q * 8;
+        cp16_zfill(base + kCodeBytes + (r * kXRow + q * 8) * 2, src, valid);
       }
     }
   };
@@ -181,16 +189,25 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
     }
   };
 
+  // Programmatic dependent launch: the first stages' weights go out before waiting for the previous
+  // kernel (their cp.async groups are the first x group's: group i completes stage i either way).
+#pragma unroll
+  for (int i = 0; i < ST - 1; ++i)
+    if (i < n_stages) load_weights(i, i);
+  qlm::cuda::pdl_enter();
 #pragma unroll
   for (int i = 0; i < ST - 1; ++i) {
-    if (i < n_stages) load_stage(i, i);
+    if (i < n_stages) load_x(i, i);
     cp_commit();
   }
   for (int st = 0; st < n_stages; ++st) {
     cp_wait<ST - 2>();
     __syncthreads();
     const int next = st + ST - 1;
-    if (next < n_stages) load_stage(next % ST, next);
+    if (next < n_stages) {
+      load_weights(next % ST, next);
+      load_x(next % ST, next);
+    }
     cp_commit();
     if (warp_active) compute(st % ST, st);
   }
@@ -287,10 +304,10 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const uint64_t magic = ((uint64_t{1} << 32) + d - 1) / d;
   const int gslots = group_slots(d);
   dim3 grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(real_splits));
-  tiled_kernel<BITS, BF16, MT, ZP><<<grid, kThreads, smem_bytes<BITS, BF16, MT, ZP>(gslots), stream>>>(
-      w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), static_cast<int>(tps), real_splits, gslots, magic,
-      m_tiles == 1 ? 1 : 0, ws, counters, bias, static_cast<uint16_t*>(y));
-  return cudaGetLastError();
+  return qlm::cuda::launch_pdl(tiled_kernel<BITS, BF16, MT, ZP>, grid, kThreads, smem_bytes<BITS, BF16, MT, ZP>(gslots),
+                               stream, w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M),
+                               static_cast<int>(tps), real_splits, gslots, magic, m_tiles == 1 ? 1 : 0, ws, counters,
+                               bias, static_cast<uint16_t*>(y));
 }
 
 }  // namespace

@@ -1,16 +1,29 @@
-// Causal GQA attention over the device KV cache. Each block runs one (query token, head) over a
-// range of slots: its warps walk a strided share of the visible slots keeping an online softmax
-// (running max m, sum l and the weighted V accumulator, lane i holding features i, i + 32, ...),
-// then the warps' states are merged. All math in F32; K and V are read in their storage type (fp8
-// included) and scaled by their kv head's scale.
+// Causal GQA attention over the device KV cache. All math in F32; K and V are read in their storage
+// type (fp8 included) and scaled by their kv head's scale.
 //
-// One block per (token, head) walks every visible slot: right for prefill, where tokens × heads
-// blocks fill the GPU. A single decode token has only `heads` blocks, so with split_slots set the
-// slots are cut into chunks of that many, one block per (head, chunk) writes its partial state
-// (m, l, unnormalised accumulator) and a second kernel combines the chunks (flash-decoding).
-// The chunk count comes from the host's bound on the slots (the cache capacity), so a CUDA graph
-// captured at one capacity stays valid at every position; chunks past the last slot write l = 0.
+// Prefill (and decode where the fast form below does not apply): one block per (query token, head)
+// walks every visible slot; its warps take a strided share of the slots keeping an online softmax
+// (running max m, sum l and the weighted V accumulator, lane i holding features i, i + 32, ...), then
+// the warps' states are merged. Right for prefill, where tokens x heads blocks fill the GPU.
+//
+// Decode (one query token): one block per (kv head, chunk of kAttentionChunkSlots slots) serves every
+// query head of the kv head's group, so each K and V row is read once per group, not once per head,
+// and nothing in it is a chain of dependent loads: (1) each thread takes one slot of the chunk and
+// scores it against all the group's queries (its K row in 16- or 8-byte vectors), (2) one warp per
+// head takes the chunk's max and exp sums, (3) the threads split the V rows into vectors and the
+// chunk's slots into groups, each summing p x v over its slots, and the groups' sums are added in a
+// fixed order (the same result on every run). With the cache capacity past one chunk, each block
+// writes its partial state (m, l, unnormalised accumulator) and a second kernel combines the chunks
+// (flash-decoding); within one chunk the block writes the output itself. The chunk count comes from
+// the host's bound on the slots (the cache capacity), so a CUDA graph captured at one capacity stays
+// valid at every position; chunks past the last slot write l = 0. Groups of more than
+// kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
+// (chunked the same way when the capacity passes one chunk).
 #include <math.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 #include "runtime/ops/cuda/elem.cuh"
 
@@ -89,17 +102,23 @@ __device__ BlockState attend_slots(const AttentionArgs& a, const float* q, int64
   return st;
 }
 
-// The query of (token t, head h) into shared memory; the visible slots [first, last] of token t.
-__device__ void load_query(const AttentionArgs& a, int64_t t, int64_t h, float* q, int64_t* first, int64_t* last) {
+// The visible slots [first, last] of query token t.
+__device__ __forceinline__ void visible_slots(const AttentionArgs& a, int64_t t, int64_t* first, int64_t* last) {
   const int64_t past = a.past_dev ? int64_t{*a.past_dev} : a.past;
   *last = past + t;
   *first = a.sliding_window > 0 && *last - a.sliding_window + 1 > 0 ? *last - a.sliding_window + 1 : 0;
+}
+
+// The query of (token t, head h) into shared memory; the visible slots [first, last] of token t.
+__device__ void load_query(const AttentionArgs& a, int64_t t, int64_t h, float* q, int64_t* first, int64_t* last) {
+  visible_slots(a, t, first, last);
   for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) q[i] = a.q[t * a.q_stride + h * a.head_dim + i];
   __syncthreads();
 }
 
 template <ElemType KV, ElemType OUT>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  pdl_enter();
   const int64_t t = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
   const int64_t kv_head = h / (a.heads / a.kv_heads);
   __shared__ float q[kMaxAttentionHeadDim], merged[kMaxAttentionHeadDim];
@@ -117,6 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 // partial[(h · chunks + c) · (2 + head_dim)].
 template <ElemType KV>
 __global__ void __launch_bounds__(kWarps * 32) attention_chunk_kernel(AttentionArgs a, int64_t chunks) {
+  pdl_enter();
   const int64_t h = blockIdx.x % a.heads, c = blockIdx.x / a.heads;
   const int64_t kv_head = h / (a.heads / a.kv_heads);
   __shared__ float q[kMaxAttentionHeadDim], merged[kMaxAttentionHeadDim];
@@ -137,6 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_chunk_kernel(AttentionA
 // Combines the chunks of each head (one block per head): the softmax over every visible slot.
 template <ElemType OUT>
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t chunks) {
+  pdl_enter();
   const int64_t h = blockIdx.x;
   const int64_t kv_head = h / (a.heads / a.kv_heads);
   const int64_t width = 2 + a.head_dim;
@@ -156,6 +177,193 @@ __global__ void attention_combine_kernel(AttentionArgs a, int64_t chunks) {
   }
 }
 
+
+// ---- Decode: one block per (kv head, chunk) for every query head of the group ----
+
+constexpr int kDecodeThreads = static_cast<int>(kAttentionChunkSlots);  // phase 1: a thread per slot
+constexpr int kDecodeMaxGroup = kDecodeThreads / 32;                    // phase 2: a warp per query head
+static_assert(kDecodeThreads % 32 == 0 && kDecodeMaxGroup >= 1);
+
+// E consecutive stored elements per vector: 16 bytes (F32: 4, F16 / BF16: 8) or, for the fp8
+// caches, 8 bytes (8 elements: 16 would need twice the accumulators in phase 3).
+template <ElemType KV>
+struct KvVec {
+  using T = typename Elem<KV>::type;
+  static constexpr int E = KV == ElemType::F32 ? 4 : 8;
+  static constexpr int kBytes = E * static_cast<int>(sizeof(T));
+  using Raw = std::conditional_t<kBytes == 16, uint4, uint2>;
+  static_assert(kBytes == 16 || kBytes == 8);
+};
+
+// v[k] = element i + k of p, for i a multiple of E (the vector is aligned: rows and heads are whole
+// vectors, checked by the host).
+template <ElemType KV>
+__device__ __forceinline__ void load_kv_vec(const void* p, int64_t i, float (&v)[KvVec<KV>::E]) {
+  using V = KvVec<KV>;
+  const typename V::Raw raw = *reinterpret_cast<const typename V::Raw*>(static_cast<const typename V::T*>(p) + i);
+  const typename V::T* e = reinterpret_cast<const typename V::T*>(&raw);
+#pragma unroll
+  for (int k = 0; k < V::E; ++k) v[k] = Elem<KV>::load(e, k);
+}
+
+// Block (kv head kvh, chunk c) over slots [c·C, (c+1)·C) ∩ visible; query heads kvh·G .. kvh·G + G - 1.
+// chunks == 0: the block is the only chunk and writes the output; else its partial state.
+template <ElemType KV, ElemType OUT>
+__global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(AttentionArgs a, int64_t chunks) {
+  pdl_enter();
+  constexpr int E = KvVec<KV>::E, C = kDecodeThreads, G_MAX = kDecodeMaxGroup;
+  constexpr int kWarpsPerBlock = kDecodeThreads / 32;
+  const int64_t kvh = blockIdx.x % a.kv_heads, c = blockIdx.x / a.kv_heads;
+  const int G = static_cast<int>(a.heads / a.kv_heads);
+  const int d = static_cast<int>(a.head_dim), RC = d / E;  // vectors per head row
+  const int64_t row = a.kv_heads * a.head_dim;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  __shared__ __align__(16) float qs[G_MAX * kMaxAttentionHeadDim];  // the group's queries, head after head
+  __shared__ float ps[G_MAX][C];                                     // scores, then exp(score - m)
+  __shared__ __align__(16) float part[C * E];                        // phase 3: every thread's E sums of one head
+  __shared__ float head_m[G_MAX], head_l[G_MAX];
+
+  int64_t first, last;
+  visible_slots(a, 0, &first, &last);
+  const int64_t c0 = c * C;
+  const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;  // empty if lo > hi
+  const float* q = a.q + kvh * G * a.head_dim;  // token 0: heads kvh·G.. are adjacent
+  for (int i = tid; i < G * d; i += kDecodeThreads) qs[i] = q[i];
+  __syncthreads();
+
+  // (1) Scores: thread t scores slot c0 + t against every query of the group.
+  {
+    const int64_t j = c0 + tid;
+    float dot[G_MAX];
+#pragma unroll
+    for (int g = 0; g < G_MAX; ++g) dot[g] = 0.0f;
+    if (j >= lo && j <= hi) {
+      const int64_t base = j * row + kvh * a.head_dim;
+      for (int v0 = 0; v0 < RC; v0 += 4) {  // four vectors in flight
+        float kv[4][E];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (v0 + u < RC) load_kv_vec<KV>(a.k, base + (v0 + u) * E, kv[u]);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (v0 + u >= RC) break;
+#pragma unroll
+          for (int g = 0; g < G_MAX; ++g) {
+            if (g >= G) break;
+            const float4* qv = reinterpret_cast<const float4*>(qs + g * d + (v0 + u) * E);
+#pragma unroll
+            for (int k4 = 0; k4 < E / 4; ++k4) {
+              const float4 qq = qv[k4];
+              dot[g] += qq.x * kv[u][4 * k4] + qq.y * kv[u][4 * k4 + 1] + qq.z * kv[u][4 * k4 + 2] +
+                        qq.w * kv[u][4 * k4 + 3];
+            }
+          }
+        }
+      }
+    }
+    const float score_scale = a.k_scales[kvh] * a.scale;
+#pragma unroll
+    for (int g = 0; g < G_MAX; ++g)
+      if (g < G) ps[g][tid] = j >= lo && j <= hi ? dot[g] * score_scale : -INFINITY;
+  }
+  __syncthreads();
+
+  // (2) Softmax over the chunk: warp g takes head g.
+  if (warp < G) {
+    float m = -INFINITY;
+    for (int t = lane; t < C; t += 32) m = fmaxf(m, ps[warp][t]);
+    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    float l = 0.0f;
+    for (int t = lane; t < C; t += 32) {
+      const float p = m == -INFINITY ? 0.0f : expf(ps[warp][t] - m);  // invalid slots: exp(-inf) = 0
+      ps[warp][t] = p;
+      l += p;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+    if (lane == 0) {
+      head_m[warp] = m;
+      head_l[warp] = l;
+    }
+  }
+  __syncthreads();
+
+  // (3) acc[g] = sum over the chunk's visible slots of p[g][j] · v_j: thread (vector rc, slot group sg)
+  // sums slots lo + sg, lo + sg + SG, ... of vector rc.
+  const int SG = kDecodeThreads / RC, rc = tid % RC, sg = tid / RC;
+  float acc[G_MAX][E];
+#pragma unroll
+  for (int g = 0; g < G_MAX; ++g)
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[g][k] = 0.0f;
+  if (sg < SG) {
+    const int64_t vbase = kvh * a.head_dim + rc * E;
+    for (int64_t j = lo + sg; j <= hi; j += 4 * static_cast<int64_t>(SG)) {  // four slots in flight
+      float vv[4][E];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (j + u * SG <= hi) load_kv_vec<KV>(a.v, (j + u * SG) * row + vbase, vv[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (j + u * SG > hi) break;
+        const int t = static_cast<int>(j + u * SG - c0);
+#pragma unroll
+        for (int g = 0; g < G_MAX; ++g) {
+          if (g >= G) break;
+          const float p = ps[g][t];
+#pragma unroll
+          for (int k = 0; k < E; ++k) acc[g][k] += p * vv[u][k];
+        }
+      }
+    }
+  }
+  // Head by head: every thread's E sums into `part` (slot group sg's row), then feature i of the head
+  // is the sum over the slot groups in order.
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int gg = 0; gg < G_MAX; ++gg)
+      if (gg == g && sg < SG) {
+#pragma unroll
+        for (int k = 0; k < E; ++k) part[sg * d + rc * E + k] = acc[gg][k];
+      }
+    __syncthreads();
+    const int64_t h = kvh * G + g;
+    const float m = head_m[g], l = head_l[g];
+    for (int i = tid; i < d; i += kDecodeThreads) {
+      float o = 0.0f;
+      for (int s = 0; s < SG; ++s) o += part[s * d + i];
+      if (chunks == 0) {
+        store_elem<OUT>(a.out, h * a.head_dim + i, o * (a.v_scales[kvh] / l));  // l > 0: the query's own slot
+      } else {
+        a.partial[(h * chunks + c) * (2 + a.head_dim) + 2 + i] = l > 0.0f ? o : 0.0f;
+      }
+    }
+    if (chunks > 0 && tid == 0) {
+      float* out = a.partial + (h * chunks + c) * (2 + a.head_dim);
+      out[0] = m;
+      out[1] = l;
+    }
+    __syncthreads();  // `part` is rewritten for the next head
+  }
+  static_assert(kWarpsPerBlock >= G_MAX);
+}
+
+// QLM_ATTENTION_DECODE=0 runs single-token decode in the per-(token, head) form (comparison, diagnosis).
+bool decode_form_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("QLM_ATTENTION_DECODE");
+    return !(v != nullptr && std::strcmp(v, "0") == 0);
+  }();
+  return enabled;
+}
+
+// Whether the decode kernel serves this call: one token, a group the block's warps cover, head rows of
+// whole vectors.
+template <ElemType KV>
+bool decode_kernel_applies(const AttentionArgs& a) {
+  const int64_t group = a.heads / a.kv_heads;
+  return a.tokens == 1 && group <= kDecodeMaxGroup && a.head_dim % KvVec<KV>::E == 0 &&
+         a.head_dim / KvVec<KV>::E <= kDecodeThreads;
+}
 }  // namespace
 
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound) {
@@ -169,16 +377,28 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       a.tokens * a.heads > int64_t{0x7fffffff})
     return cudaErrorInvalidValue;
   const int64_t chunks = a.split_slots > 0 && a.tokens == 1 ? a.chunks : 0;  // else one block per (token, head)
-  if (chunks > 0 && (a.partial == nullptr || chunks * a.heads > int64_t{0x7fffffff})) return cudaErrorInvalidValue;
+  if (chunks > 0 && (a.partial == nullptr || a.split_slots != kAttentionChunkSlots ||
+                     chunks * a.heads > int64_t{0x7fffffff}))
+    return cudaErrorInvalidValue;
+  const bool decode_form = decode_form_enabled();
   cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
-      if (chunks > 0) {
-        attention_chunk_kernel<KV><<<static_cast<unsigned>(chunks * a.heads), kWarps * 32, 0, stream>>>(a, chunks);
-        attention_combine_kernel<OUT><<<static_cast<unsigned>(a.heads), 128, 0, stream>>>(a, chunks);
+      const unsigned threads = kWarps * 32;
+      const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
+                                                      : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
+      if (decode_form && decode_kernel_applies<KV>(a) && (chunks > 0 || within_one_chunk)) {
+        const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
+        launch_pdl(decode_attention_kernel<KV, OUT>, static_cast<unsigned>(blocks), kDecodeThreads, 0, stream, a,
+                   chunks);
+        if (chunks > 0)
+          launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), 128, 0, stream, a, chunks);
+      } else if (chunks > 0) {
+        launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
+        launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), 128, 0, stream, a, chunks);
       } else {
-        attention_kernel<KV, OUT><<<static_cast<unsigned>(a.tokens * a.heads), kWarps * 32, 0, stream>>>(a);
+        launch_pdl(attention_kernel<KV, OUT>, static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream, a);
       }
     });
   });

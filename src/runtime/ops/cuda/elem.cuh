@@ -9,9 +9,15 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/pdl.cuh"
 #include "runtime/ops/cuda/launch.h"
 
 namespace qlm::ops::cu {
+
+// Every kernel of this folder starts with pdl_enter() and is launched with launch_pdl (kernels/cuda/pdl.cuh):
+// on sm_90 the next kernel of a decode step launches while this one runs, and its set-up overlaps.
+using qlm::cuda::launch_pdl;
+using qlm::cuda::pdl_enter;
 
 namespace fp8 {
 // Rounds `value >> shift` to nearest, ties to even. shift >= 1.

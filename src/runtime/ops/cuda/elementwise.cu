@@ -6,6 +6,7 @@ namespace {
 
 template <ElemType TableT, ElemType OutT>
 __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t rows, int64_t hidden, void* out) {
+  pdl_enter();
   const int64_t n = rows * hidden;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / hidden, c = i % hidden;
@@ -15,18 +16,21 @@ __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t 
 
 template <ElemType YT>
 __global__ void add_residual_kernel(float* x, const void* y, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     x[i] += load_elem<YT>(y, i);
 }
 
 template <ElemType XT>
 __global__ void to_f32_kernel(const void* x, float* out, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = load_elem<XT>(x, i);
 }
 
 template <ElemType T>
 __global__ void silu_and_mul_kernel(const void* gate_up, void* out, int64_t rows, int64_t width) {
+  pdl_enter();
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width, c = i % width;
@@ -47,8 +51,8 @@ cudaError_t launch_embedding(const void* table, ElemType table_type, const int32
   cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch(table_type, [&](auto table_tag) {
     status = dispatch(out_type, [&](auto out_tag) {
-      embedding_kernel<decltype(table_tag)::value, decltype(out_tag)::value>
-          <<<grid, kBlock, 0, stream>>>(table, ids, rows, hidden, out);
+      launch_pdl(embedding_kernel<decltype(table_tag)::value, decltype(out_tag)::value>, grid, kBlock, 0, stream, table,
+                 ids, rows, hidden, out);
     });
   });
   return dispatched != cudaSuccess ? dispatched : status;
@@ -57,14 +61,14 @@ cudaError_t launch_embedding(const void* table, ElemType table_type, const int32
 cudaError_t launch_add_residual(float* x, const void* y, ElemType y_type, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return dispatch(y_type, [&](auto tag) {
-    add_residual_kernel<decltype(tag)::value><<<grid_for(n, kBlock), kBlock, 0, stream>>>(x, y, n);
+    launch_pdl(add_residual_kernel<decltype(tag)::value>, grid_for(n, kBlock), kBlock, 0, stream, x, y, n);
   });
 }
 
 cudaError_t launch_to_f32(const void* x, ElemType x_type, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return dispatch(x_type, [&](auto tag) {
-    to_f32_kernel<decltype(tag)::value><<<grid_for(n, kBlock), kBlock, 0, stream>>>(x, out, n);
+    launch_pdl(to_f32_kernel<decltype(tag)::value>, grid_for(n, kBlock), kBlock, 0, stream, x, out, n);
   });
 }
 
@@ -72,8 +76,8 @@ cudaError_t launch_silu_and_mul(const void* gate_up, void* out, ElemType type, i
                                 cudaStream_t stream) {
   if (rows * width == 0) return cudaSuccess;
   return dispatch(type, [&](auto tag) {
-    silu_and_mul_kernel<decltype(tag)::value>
-        <<<grid_for(rows * width, kBlock), kBlock, 0, stream>>>(gate_up, out, rows, width);
+    launch_pdl(silu_and_mul_kernel<decltype(tag)::value>, grid_for(rows * width, kBlock), kBlock, 0, stream, gate_up,
+               out, rows, width);
   });
 }
 

@@ -9,6 +9,7 @@ template <ElemType CT>
 __global__ void kv_write_kernel(const float* k, const float* v, int64_t stride, int64_t tokens, int64_t row_elems,
                                 int64_t head_dim, void* k_cache, void* v_cache, int64_t slot0,
                                 const int32_t* slot0_dev, const float* k_scales, const float* v_scales) {
+  pdl_enter();
   if (slot0_dev) slot0 = *slot0_dev;
   const int64_t n = tokens * row_elems;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
@@ -32,8 +33,8 @@ cudaError_t launch_kv_write(const float* k, const float* v, int64_t stride, int6
   if (n == 0) return cudaSuccess;
   if (head_dim <= 0 || row_elems % head_dim != 0) return cudaErrorInvalidValue;
   return dispatch_kv(cache_type, [&](auto tag) {
-    kv_write_kernel<decltype(tag)::value><<<grid_for(n, 256), 256, 0, stream>>>(
-        k, v, stride, tokens, row_elems, head_dim, k_cache, v_cache, slot0, slot0_dev, k_scales, v_scales);
+    launch_pdl(kv_write_kernel<decltype(tag)::value>, grid_for(n, 256), 256, 0, stream, k, v, stride, tokens, row_elems,
+               head_dim, k_cache, v_cache, slot0, slot0_dev, k_scales, v_scales);
   });
 }
 

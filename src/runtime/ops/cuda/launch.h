@@ -79,6 +79,10 @@ struct AttentionArgs {
   // and a second kernel combines them. 0: one block per (token, head).
   int64_t split_slots = 0, chunks = 0;
   float* partial = nullptr;
+  // Every slot read is below this bound (the cache capacity); 0: unknown. A single decode token without
+  // chunks runs the per-group decode form only where the bound (or, without it, past + 1 with past on
+  // the host) fits one chunk.
+  int64_t slots_bound = 0;
 };
 inline constexpr int64_t kMaxAttentionHeadDim = 256;
 inline constexpr int64_t kAttentionChunkSlots = 256;
@@ -87,8 +91,9 @@ inline constexpr int64_t kAttentionChunkSlots = 256;
 // capacity): more than one only for a single token past one chunk; 0 = no split.
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 
-// Causal GQA attention, F32 math with an online softmax; one block per (query token, head), or the
-// chunked decode form above.
+// Causal GQA attention, F32 math with an online softmax; one block per (query token, head) for prefill,
+// one block per (kv head, chunk) serving the kv head's query heads for a single decode token
+// (attention.cu), chunked as above. QLM_ATTENTION_DECODE=0 runs decode in the per-(token, head) form.
 cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 }  // namespace qlm::ops::cu

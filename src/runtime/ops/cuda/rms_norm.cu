@@ -17,6 +17,7 @@ template <ElemType YT, ElemType AT, bool ADD>
 __global__ void __launch_bounds__(kMaxBlock)
     rms_norm_kernel(float* x, int64_t x_stride, const void* add, const float* weight, void* y, int64_t y_stride,
                     int64_t groups, int64_t dim, float eps, bool vec4) {
+  pdl_enter();
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
   float* xr = x + r * x_stride + g * dim;
   const int64_t a0 = r * x_stride + g * dim;  // add has x's layout
@@ -92,9 +93,9 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
   // Without ADD the kernel does not write x (only y, which may alias it).
   float* xw = const_cast<float*>(x);
   return dispatch(y_type, [&](auto tag) {
-    rms_norm_kernel<decltype(tag)::value, ElemType::F32, false>
-        <<<static_cast<unsigned>(rows * groups), l.threads, 0, stream>>>(xw, x_stride, nullptr, weight, y, y_stride,
-                                                                         groups, dim, eps, l.vec4);
+    launch_pdl(rms_norm_kernel<decltype(tag)::value, ElemType::F32, false>, static_cast<unsigned>(rows * groups),
+               l.threads, 0, stream, xw, x_stride, static_cast<const void*>(nullptr), weight, y, y_stride, groups, dim,
+               eps, l.vec4);
   });
 }
 
@@ -107,8 +108,8 @@ cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, co
   const NormLaunch l = norm_launch(x, dim, weight, dim);
   return dispatch(y_type, [&](auto ytag) {
     dispatch(add_type, [&](auto atag) {
-      rms_norm_kernel<decltype(ytag)::value, decltype(atag)::value, true>
-          <<<static_cast<unsigned>(rows), l.threads, 0, stream>>>(x, dim, add, weight, y, dim, 1, dim, eps, l.vec4);
+      launch_pdl(rms_norm_kernel<decltype(ytag)::value, decltype(atag)::value, true>, static_cast<unsigned>(rows),
+                 l.threads, 0, stream, x, dim, add, weight, y, dim, int64_t{1}, dim, eps, l.vec4);
     });
   });
 }
