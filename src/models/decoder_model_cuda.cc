@@ -1,7 +1,7 @@
 // DecoderModel on a CUDA device: the same step as the CPU forward in decoder_model.cc, with every
 // tensor on the device. The residual stream x is F32; RMSNorm writes the linear inputs in the
-// context's act dtype; q/k/v are widened to F32 for the q/k norm, rotary, the cache write and
-// attention, whose output goes back to the act dtype for o_proj. Mixture-of-experts layers route and
+// context's act dtype; one kernel takes the qkv output to F32 queries (q/k norm, rotary) and the
+// cache's K / V rows; attention's output goes back to the act dtype for o_proj. Mixture-of-experts layers route and
 // run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
 // host (as F32).
 #include <cmath>
@@ -78,20 +78,15 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
     Block& b = blocks_[static_cast<size_t>(l)];
     const DeviceNorms& norms = device_norms_[static_cast<size_t>(l)];
 
-    // Attention: q | k | v columns of the widened qkv output.
-    Tensor qkv =
-        ops::cu::to_f32(b.qkv->forward(ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act)));
+    // Attention: the q | k | v columns of the qkv output become F32 queries (q/k norm, rotary) and K / V
+    // rows of the cache in one kernel.
+    const Tensor qkv = b.qkv->forward(ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act));
     QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
-    const int64_t k_col = heads_ * d, v_col = (heads_ + kv_heads_) * d;
-    if (config_.qk_norm) {
-      ops::cu::head_rms_norm(qkv, 0, heads_, d, norms.q_norm, eps);
-      ops::cu::head_rms_norm(qkv, k_col, kv_heads_, d, norms.k_norm, eps);
-    }
-    ops::cu::apply_rope(rope, qkv, 0, heads_ + kv_heads_, d);  // q and k heads: adjacent columns
-    device_cache_->write(l, past, qkv, k_col, v_col, past_slot);
+    const Tensor q = ops::cu::prepare_attention(qkv, heads_, kv_heads_, d, rope, norms.q_norm, norms.k_norm, eps,
+                                                *device_cache_, l, past, past_slot);
     const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
-    const Tensor attn_out = b.o->forward(ops::cu::attention(qkv, past, *device_cache_, l, params, act, past_slot));
+    const Tensor attn_out = b.o->forward(ops::cu::attention(q, past, *device_cache_, l, params, act, past_slot));
 
     // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
     const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act);

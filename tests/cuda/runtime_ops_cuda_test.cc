@@ -126,6 +126,73 @@ TEST(CudaRuntimeOps, RotaryMatchesCpu) {
   EXPECT_LE(max_rel_diff(download(dev), x), 1e-5) << "rotary rotary_dim 24 head_dim 32 at column 64";
 }
 
+// prepare_attention (one kernel) against the separate ops it replaces: to_f32, the q / k head norms,
+// rotary and the cache write, for BF16 / F16 / F32 qkv, every cache storage type, with and without the
+// per-head norm, full and partial rotary, a head size that is not a multiple of 32, and a graph-style
+// device slot. Same stored cache bytes and queries within a few float roundings (the norm's double sum
+// is ordered differently).
+TEST(CudaRuntimeOps, PrepareAttentionEqualsSeparateOps) {
+  SKIP_WITHOUT_GPU();
+  const int64_t heads = 6, kv_heads = 2, T = 5, past = 3;
+  for (const int64_t d : {int64_t{64}, int64_t{40}})
+    for (const int64_t rotary : {d, d / 2})
+      for (const bool norm : {false, true})
+        for (DType act : {DType::BF16, DType::F16, DType::F32})
+          for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3}) {
+            const std::string what = "d " + std::to_string(d) + " rotary " + std::to_string(rotary) +
+                                     (norm ? " norm" : "") + " act " + std::string(dtype_name(act)) + " kv " +
+                                     ops::kv_dtype_name(kv);
+            const int64_t stride = (heads + 2 * kv_heads) * d;
+            ops::RopeParams rp;
+            rp.head_dim = d;
+            rp.rotary_dim = rotary;
+            std::vector<int64_t> positions(T);
+            for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = past + t;
+            const ops::cu::DeviceRope rope = ops::cu::upload_rope(ops::rope_angles(rp, positions), T, kGpu);
+            const Tensor qkv = Tensor::from_vector(random_floats(static_cast<size_t>(T * stride), 31, 2.0f), {T, stride})
+                                   .to(act)
+                                   .to_device(kGpu);
+            Tensor q_norm, k_norm;
+            if (norm) {
+              q_norm = upload(random_floats(static_cast<size_t>(d), 32), {d});
+              k_norm = upload(random_floats(static_cast<size_t>(d), 33), {d});
+            }
+            const float eps = 1e-6f;
+            // Separate ops, the model's order before the fused kernel.
+            ops::cu::DeviceKvCache want_cache(kGpu, 1, kv_heads, d, {kv});
+            want_cache.set_scales(0, 0.5f, 4.0f);
+            want_cache.reserve(past + T);
+            Tensor wide = ops::cu::to_f32(qkv);
+            if (norm) {
+              ops::cu::head_rms_norm(wide, 0, heads, d, q_norm, eps);
+              ops::cu::head_rms_norm(wide, heads * d, kv_heads, d, k_norm, eps);
+            }
+            ops::cu::apply_rope(rope, wide, 0, heads + kv_heads, d);
+            want_cache.write(0, past, wide, heads * d, (heads + kv_heads) * d);
+            const std::vector<float> wide_h = download(wide);
+            std::vector<float> want_q;
+            for (int64_t t = 0; t < T; ++t)
+              want_q.insert(want_q.end(), wide_h.begin() + t * stride, wide_h.begin() + t * stride + heads * d);
+            // Fused, with the first slot read from the device.
+            ops::cu::DeviceKvCache got_cache(kGpu, 1, kv_heads, d, {kv});
+            got_cache.set_scales(0, 0.5f, 4.0f);
+            got_cache.reserve(past + T);
+            const Tensor slot = Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(past)}, {1}).to_device(kGpu);
+            const Tensor q = ops::cu::prepare_attention(qkv, heads, kv_heads, d, rope, q_norm, k_norm, eps, got_cache, 0,
+                                                        past, slot.data<int32_t>());
+            ASSERT_EQ(q.shape(), (Shape{T, heads * d})) << what;
+            EXPECT_LE(max_rel_diff(download(q), want_q), 1e-6) << what;
+            for (const bool v_side : {false, true}) {
+              const Tensor& got = v_side ? got_cache.v(0) : got_cache.k(0);
+              const Tensor& want = v_side ? want_cache.v(0) : want_cache.k(0);
+              const std::vector<float> g = download(got.narrow(0, past, T)), w = download(want.narrow(0, past, T));
+              // Identical bytes unless a norm's inverse differs in its last bit (then one fp8 step at most).
+              const double tolerance = !norm ? 0.0 : kv == ops::KvDType::F8E4M3 ? 0.08 : 1e-6;
+              EXPECT_LE(max_rel_diff(g, w), tolerance) << what << (v_side ? " v" : " k") << " rows";
+            }
+          }
+}
+
 TEST(CudaRuntimeOps, SiluMulEmbeddingResidual) {
   SKIP_WITHOUT_GPU();
   const int64_t rows = 3, width = 40;

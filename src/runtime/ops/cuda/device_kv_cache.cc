@@ -86,6 +86,13 @@ void DeviceKvCache::truncate(int64_t length) {
   length_ = length;
 }
 
+DeviceKvCache::WriteTarget DeviceKvCache::write_target(int64_t layer, int64_t slot0, int64_t tokens) {
+  QLM_CHECK(layer >= 0 && layer < layers_ && slot0 >= 0 && tokens >= 0 && slot0 + tokens <= capacity_);
+  if (!device_scales_.defined()) upload_scales();
+  return {k_[static_cast<size_t>(layer)].raw_data(), v_[static_cast<size_t>(layer)].raw_data(), device_k_scales(layer),
+          device_v_scales(layer)};
+}
+
 void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col,
                           const int32_t* slot0_dev) {
   const int64_t tokens = qkv.size(0), stride = qkv.size(1);

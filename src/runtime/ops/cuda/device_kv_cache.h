@@ -49,6 +49,16 @@ class DeviceKvCache {
   // bounds-checks here).
   void write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col,
              const int32_t* slot0_dev = nullptr);
+  // For kernels that write `layer`'s K and V themselves (ops::cu::prepare_attention): the storage of
+  // slots [slot0, slot0 + tokens) (checked against the capacity) and the device scales, uploaded here
+  // on first use as write() does.
+  struct WriteTarget {
+    void* k = nullptr;
+    void* v = nullptr;
+    const float* k_scales = nullptr;
+    const float* v_scales = nullptr;
+  };
+  WriteTarget write_target(int64_t layer, int64_t slot0, int64_t tokens);
   void commit(int64_t tokens);
   void truncate(int64_t length);
 

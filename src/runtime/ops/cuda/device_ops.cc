@@ -114,6 +114,45 @@ void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, 
                                rope.sin.data<float>(), rope.half, stream_of(x)));
 }
 
+Tensor prepare_attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, int64_t head_dim, const DeviceRope& rope,
+                         const Tensor& q_norm, const Tensor& k_norm, float eps, DeviceKvCache& cache, int64_t layer,
+                         int64_t slot0, const int32_t* slot0_dev) {
+  QLM_CHECK(!qkv.on_host() && qkv.dim() == 2 && qkv.is_contiguous());
+  const int64_t tokens = qkv.size(0);
+  QLM_CHECK(qkv.size(1) == (heads + 2 * kv_heads) * head_dim && tokens == rope.tokens);
+  QLM_CHECK(kv_heads == cache.kv_heads() && head_dim == cache.head_dim() && 2 * rope.half <= head_dim);
+  for (const Tensor* w : {&q_norm, &k_norm})
+    QLM_CHECK(!w->defined() || (!w->on_host() && w->dtype() == DType::F32 && w->numel() == head_dim));
+  if (head_dim > kMaxAttentionHeadDim)
+    fail("device.unsupported", {}, "run this model with --device cpu",
+         "CUDA attention supports head_dim up to {}, the model has {}", kMaxAttentionHeadDim, head_dim);
+  const DeviceKvCache::WriteTarget target = cache.write_target(layer, slot0, tokens);
+  Tensor q = Tensor::empty({tokens, heads * head_dim}, DType::F32, qkv.device());
+  QkvPrepareArgs a;
+  a.qkv = qkv.raw_data();
+  a.qkv_type = elem_type(qkv.dtype());
+  a.tokens = tokens;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.cos = rope.cos.data<float>();
+  a.sin = rope.sin.data<float>();
+  a.half = rope.half;
+  a.q_norm = q_norm.defined() ? q_norm.data<float>() : nullptr;
+  a.k_norm = k_norm.defined() ? k_norm.data<float>() : nullptr;
+  a.eps = eps;
+  a.q_out = q.data<float>();
+  a.k_cache = target.k;
+  a.v_cache = target.v;
+  a.cache_type = kv_elem_type(cache.encoding().dtype);
+  a.slot0 = slot0;
+  a.slot0_dev = slot0_dev;
+  a.k_scales = target.k_scales;
+  a.v_scales = target.v_scales;
+  QLM_CUDA_CHECK(launch_qkv_prepare(a, stream_of(qkv)));
+  return q;
+}
+
 Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
                  const AttentionParams& p, DType out, const int32_t* past_dev) {
   check_f32_matrix(qkv);

@@ -47,6 +47,15 @@ DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device);
 // Rotates `heads` heads of head_dim starting at column col0 of every row of the F32 tensor x.
 void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim);
 
+// The attention inputs of layer `layer` in one kernel (launch_qkv_prepare): the q heads and k heads of
+// qkv ([T, (heads + 2·kv_heads)·head_dim] in the act dtype) get the per-head RMSNorm where q_norm /
+// k_norm (F32 [head_dim]) are defined (Qwen3), then rotary; returns q as F32 [T, heads·head_dim] and
+// writes k and v into `layer` of the cache at slots [slot0, slot0 + T) (slot0_dev: read on the device,
+// as DeviceKvCache::write). The values of to_f32, head_rms_norm, apply_rope and DeviceKvCache::write.
+Tensor prepare_attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, int64_t head_dim, const DeviceRope& rope,
+                         const Tensor& q_norm, const Tensor& k_norm, float eps, DeviceKvCache& cache, int64_t layer,
+                         int64_t slot0, const int32_t* slot0_dev = nullptr);
+
 // Attention of the queries in columns [0, heads·head_dim) of the F32 tensor qkv (rows at slots
 // past, past + 1, ...) over `layer` of the cache, which already holds those slots. Returns
 // [T, heads·head_dim] in `out`. With past_dev set the kernel reads `past` from that device int

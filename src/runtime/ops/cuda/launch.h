@@ -58,6 +58,32 @@ cudaError_t launch_kv_write(const float* k, const float* v, int64_t stride, int6
                             const int32_t* slot0_dev, const float* k_scales, const float* v_scales,
                             cudaStream_t stream);
 
+// The step from a layer's qkv projection to its attention (qkv_prepare.cu): qkv [tokens, (heads +
+// 2·kv_heads)·head_dim] in qkv_type; each q and k head vector gets the per-head RMSNorm where q_norm /
+// k_norm (F32 [head_dim]) are set, then rotary with cos / sin [tokens, half] (pairs i, i + half; elements
+// from 2·half on unrotated); q goes to q_out (F32 [tokens, heads·head_dim]), k and v into slots slot0.. of
+// the cache storage k_cache / v_cache (cache_type, rows of kv_heads·head_dim) as launch_kv_write does.
+struct QkvPrepareArgs {
+  const void* qkv = nullptr;
+  ElemType qkv_type = ElemType::F32;  // F32, F16 or BF16
+  int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t half = 0;
+  const float* q_norm = nullptr;  // null: no per-head norm of q
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  float* q_out = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  ElemType cache_type = ElemType::F32;  // any ElemType, fp8 included
+  int64_t slot0 = 0;
+  const int32_t* slot0_dev = nullptr;  // set: the first slot is read from device memory there
+  const float* k_scales = nullptr;     // device F32 [kv_heads]
+  const float* v_scales = nullptr;
+};
+cudaError_t launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream);
+
 struct AttentionArgs {
   const float* q = nullptr;  // query t, head h at q[t·q_stride + h·head_dim]
   int64_t q_stride = 0;
