@@ -5,8 +5,8 @@
 # field, a table on stdout.
 #
 # Env: RUNS  "name|model|prompt-len|tokens|ENV ENV;..." (default below: the 8B and 8-layer 70B shapes
-#            with a 16-token prompt, the 8B with a 4000-token one; every setting of QLM_PDL and
-#            QLM_ATTENTION_DECODE that the comparison needs)
+#            with a 16-token prompt, the 8B with a 4000-token one; QLM_PDL, QLM_ATTENTION_DECODE and
+#            QLM_PREPARE_ATTENTION each off, and all three off: the decode step before them)
 #      KEEP  where the synthetic checkpoints stay (default /tmp/qlm-synthetic)
 # Usage (through the device tool, bundle carried): OUT=$OUT scripts/bench_decode_ab.sh
 set -uo pipefail
@@ -18,12 +18,13 @@ KEEP=${KEEP:-/tmp/qlm-synthetic}
 default_runs="new|synthetic:llama3-8b|16|128|;"
 default_runs+="no-pdl|synthetic:llama3-8b|16|128|QLM_PDL=0;"
 default_runs+="old-attn|synthetic:llama3-8b|16|128|QLM_ATTENTION_DECODE=0;"
-default_runs+="before|synthetic:llama3-8b|16|128|QLM_PDL=0 QLM_ATTENTION_DECODE=0;"
+default_runs+="separate-prep|synthetic:llama3-8b|16|128|QLM_PREPARE_ATTENTION=0;"
+default_runs+="before|synthetic:llama3-8b|16|128|QLM_PDL=0 QLM_ATTENTION_DECODE=0 QLM_PREPARE_ATTENTION=0;"
 default_runs+="stream-all|synthetic:llama3-8b|16|128|QLM_W4FAST_STREAM_MAX_M=16;"
 default_runs+="new|synthetic:llama3-8b|4000|64|;"
-default_runs+="before|synthetic:llama3-8b|4000|64|QLM_PDL=0 QLM_ATTENTION_DECODE=0;"
+default_runs+="before|synthetic:llama3-8b|4000|64|QLM_PDL=0 QLM_ATTENTION_DECODE=0 QLM_PREPARE_ATTENTION=0;"
 default_runs+="new|synthetic:llama3-70b:layers=8|16|128|;"
-default_runs+="before|synthetic:llama3-70b:layers=8|16|128|QLM_PDL=0 QLM_ATTENTION_DECODE=0"
+default_runs+="before|synthetic:llama3-70b:layers=8|16|128|QLM_PDL=0 QLM_ATTENTION_DECODE=0 QLM_PREPARE_ATTENTION=0"
 IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
 : >"$OUT/decode_ab.jsonl"
 : >"$OUT/decode_ab_err.txt"

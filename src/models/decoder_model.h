@@ -144,6 +144,12 @@ class DecoderModel {
   struct DeviceNorms {
     Tensor input_norm, post_norm, q_norm, k_norm;
   };
+  // The widening, head norms, rotary and cache write of one layer as separate kernels (what
+  // ops::cu::prepare_attention does in one, QLM_PREPARE_ATTENTION=0); returns the F32 qkv rows, whose q
+  // columns attention reads.
+  Tensor prepare_attention_separately(const Tensor& qkv_out, const DeviceNorms& norms, float eps,
+                                      const ops::cu::DeviceRope& rope, int64_t layer, int64_t past,
+                                      const int32_t* past_slot);
   Tensor device_embedding_, device_final_norm_;
   std::vector<DeviceNorms> device_norms_;
   std::unique_ptr<ops::cu::DeviceKvCache> device_cache_;  // CUDA

@@ -5,6 +5,7 @@
 // run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
 // host (as F32).
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,32 @@ Tensor DecoderModel::forward_device(std::span<const int32_t> tokens, std::span<c
   return logits;
 }
 
+namespace {
+// QLM_PREPARE_ATTENTION=0: the widening, head norms, rotary and cache write as separate kernels (the
+// path before prepare_attention; comparison and diagnosis).
+bool separate_attention_prep() {
+  static const bool separate = [] {
+    const char* v = std::getenv("QLM_PREPARE_ATTENTION");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return separate;
+}
+}  // namespace
+
+Tensor DecoderModel::prepare_attention_separately(const Tensor& qkv_out, const DeviceNorms& norms, float eps,
+                                                  const ops::cu::DeviceRope& rope, int64_t layer, int64_t past,
+                                                  const int32_t* past_slot) {
+  const int64_t d = config_.head_dim, k_col = heads_ * d, v_col = (heads_ + kv_heads_) * d;
+  Tensor qkv = ops::cu::to_f32(qkv_out);
+  if (config_.qk_norm) {
+    ops::cu::head_rms_norm(qkv, 0, heads_, d, norms.q_norm, eps);
+    ops::cu::head_rms_norm(qkv, k_col, kv_heads_, d, norms.k_norm, eps);
+  }
+  ops::cu::apply_rope(rope, qkv, 0, heads_ + kv_heads_, d);  // q and k heads: adjacent columns
+  device_cache_->write(layer, past, qkv, k_col, v_col, past_slot);
+  return qkv;  // attention reads the q columns
+}
+
 Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::DeviceRope& rope, bool all_logits,
                                        const int32_t* past_slot) {
   const DType act = options_.ctx.act_dtype;
@@ -82,8 +109,10 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
     // rows of the cache in one kernel.
     const Tensor qkv = b.qkv->forward(ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act));
     QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
-    const Tensor q = ops::cu::prepare_attention(qkv, heads_, kv_heads_, d, rope, norms.q_norm, norms.k_norm, eps,
-                                                *device_cache_, l, past, past_slot);
+    const Tensor q = separate_attention_prep()
+                         ? prepare_attention_separately(qkv, norms, eps, rope, l, past, past_slot)
+                         : ops::cu::prepare_attention(qkv, heads_, kv_heads_, d, rope, norms.q_norm, norms.k_norm, eps,
+                                                      *device_cache_, l, past, past_slot);
     const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
     const Tensor attn_out = b.o->forward(ops::cu::attention(q, past, *device_cache_, l, params, act, past_slot));
