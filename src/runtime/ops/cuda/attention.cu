@@ -154,29 +154,54 @@ __global__ void __launch_bounds__(kWarps * 32) attention_chunk_kernel(AttentionA
   for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) out[2 + i] = st.l > 0.0f ? merged[i] : 0.0f;
 }
 
-// Combines the chunks of each head (one block per head): the softmax over every visible slot.
+// Combines the chunks of each head (one block per head): the softmax over every visible slot. The
+// chunks' weights exp(m_c - m) are taken once into shared memory (a thread per chunk), then a thread per
+// feature sums the chunks' accumulators with every load independent of the others (no chain of L2 round
+// trips); the sums run in chunk order and the block reductions in a fixed tree, so every run gives the
+// same result.
+constexpr int kCombineThreads = 256;
+constexpr int64_t kCombineMaxChunks = 8192;  // dynamic shared memory: a float per chunk (32 KB)
+
 template <ElemType OUT>
-__global__ void attention_combine_kernel(AttentionArgs a, int64_t chunks) {
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(AttentionArgs a, int64_t chunks) {
   pdl_enter();
   const int64_t h = blockIdx.x;
   const int64_t kv_head = h / (a.heads / a.kv_heads);
   const int64_t width = 2 + a.head_dim;
   const float* part = a.partial + h * chunks * width;
+  extern __shared__ float weight[];  // [chunks]: exp(m_c - m); 0 for chunks without a visible slot
+  __shared__ float warp_red[kCombineThreads / 32];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // Block-wide reduction in a fixed tree (op: max or sum).
+  const auto block_reduce = [&](float v, auto op) {
+    for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    __syncthreads();  // warp_red is reused
+    if (lane == 0) warp_red[warp] = v;
+    __syncthreads();
+    float r = warp_red[0];
+    for (int w = 1; w < kCombineThreads / 32; ++w) r = op(r, warp_red[w]);
+    return r;
+  };
   float m = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c)
+  for (int64_t c = tid; c < chunks; c += kCombineThreads)
     if (part[c * width + 1] > 0.0f) m = fmaxf(m, part[c * width]);
+  m = block_reduce(m, [](float x, float y) { return fmaxf(x, y); });
   float l = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c)
-    if (part[c * width + 1] > 0.0f) l += part[c * width + 1] * expf(part[c * width] - m);
+  for (int64_t c = tid; c < chunks; c += kCombineThreads) {
+    const float lc = part[c * width + 1];
+    const float w = lc > 0.0f ? expf(part[c * width] - m) : 0.0f;
+    weight[c] = w;
+    l += lc * w;
+  }
+  l = block_reduce(l, [](float x, float y) { return x + y; });  // also orders the weight writes
   const float norm = a.v_scales[kv_head] / l;  // l > 0: the query's own slot is visible
-  for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
+  for (int64_t i = tid; i < a.head_dim; i += kCombineThreads) {
     float o = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c)
-      if (part[c * width + 1] > 0.0f) o += part[c * width + 2 + i] * expf(part[c * width] - m);
+#pragma unroll 8
+    for (int64_t c = 0; c < chunks; ++c) o += part[c * width + 2 + i] * weight[c];
     store_elem<OUT>(a.out, h * a.head_dim + i, o * norm);
   }
 }
-
 
 // ---- Decode: one block per (kv head, chunk) for every query head of the group ----
 
@@ -195,16 +220,21 @@ struct KvVec {
   static_assert(kBytes == 16 || kBytes == 8);
 };
 
-// v[k] = element i + k of p, for i a multiple of E (the vector is aligned: rows and heads are whole
-// vectors, checked by the host).
+// The E elements at p as one load (p is a whole vector: rows and heads are whole vectors, checked by the
+// host), then as floats.
 template <ElemType KV>
-__device__ __forceinline__ void load_kv_vec(const void* p, int64_t i, float (&v)[KvVec<KV>::E]) {
-  using V = KvVec<KV>;
-  const typename V::Raw raw = *reinterpret_cast<const typename V::Raw*>(static_cast<const typename V::T*>(p) + i);
-  const typename V::T* e = reinterpret_cast<const typename V::T*>(&raw);
-#pragma unroll
-  for (int k = 0; k < V::E; ++k) v[k] = Elem<KV>::load(e, k);
+__device__ __forceinline__ typename KvVec<KV>::Raw load_kv_raw(const typename KvVec<KV>::T* p) {
+  return *reinterpret_cast<const typename KvVec<KV>::Raw*>(p);
 }
+template <ElemType KV>
+__device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& raw, float (&v)[KvVec<KV>::E]) {
+  const typename KvVec<KV>::T* e = reinterpret_cast<const typename KvVec<KV>::T*>(&raw);
+#pragma unroll
+  for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
+}
+
+// Vectors (phase 1) or slots (phase 3) whose loads a thread has in flight at once.
+constexpr int kLoadBatch = 8;
 
 // Block (kv head kvh, chunk c) over slots [c·C, (c+1)·C) ∩ visible; query heads kvh·G .. kvh·G + G - 1.
 // chunks == 0: the block is the only chunk and writes the output; else its partial state.
@@ -238,15 +268,17 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
 #pragma unroll
     for (int g = 0; g < G_MAX; ++g) dot[g] = 0.0f;
     if (j >= lo && j <= hi) {
-      const int64_t base = j * row + kvh * a.head_dim;
-      for (int v0 = 0; v0 < RC; v0 += 4) {  // four vectors in flight
-        float kv[4][E];
+      const typename KvVec<KV>::T* krow = static_cast<const typename KvVec<KV>::T*>(a.k) + j * row + kvh * a.head_dim;
+      for (int v0 = 0; v0 < RC; v0 += kLoadBatch) {  // kLoadBatch vectors of the row in flight
+        typename KvVec<KV>::Raw raw[kLoadBatch];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (v0 + u < RC) load_kv_vec<KV>(a.k, base + (v0 + u) * E, kv[u]);
+        for (int u = 0; u < kLoadBatch; ++u)
+          if (v0 + u < RC) raw[u] = load_kv_raw<KV>(krow + (v0 + u) * E);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 0; u < kLoadBatch; ++u) {
           if (v0 + u >= RC) break;
+          float kv[E];
+          kv_raw_to_floats<KV>(raw[u], kv);
 #pragma unroll
           for (int g = 0; g < G_MAX; ++g) {
             if (g >= G) break;
@@ -254,8 +286,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
 #pragma unroll
             for (int k4 = 0; k4 < E / 4; ++k4) {
               const float4 qq = qv[k4];
-              dot[g] += qq.x * kv[u][4 * k4] + qq.y * kv[u][4 * k4 + 1] + qq.z * kv[u][4 * k4 + 2] +
-                        qq.w * kv[u][4 * k4 + 3];
+              dot[g] += qq.x * kv[4 * k4] + qq.y * kv[4 * k4 + 1] + qq.z * kv[4 * k4 + 2] + qq.w * kv[4 * k4 + 3];
             }
           }
         }
@@ -296,22 +327,24 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[g][k] = 0.0f;
   if (sg < SG) {
-    const int64_t vbase = kvh * a.head_dim + rc * E;
-    for (int64_t j = lo + sg; j <= hi; j += 4 * static_cast<int64_t>(SG)) {  // four slots in flight
-      float vv[4][E];
+    const typename KvVec<KV>::T* vcol = static_cast<const typename KvVec<KV>::T*>(a.v) + kvh * a.head_dim + rc * E;
+    for (int64_t j = lo + sg; j <= hi; j += kLoadBatch * static_cast<int64_t>(SG)) {  // kLoadBatch slots in flight
+      typename KvVec<KV>::Raw raw[kLoadBatch];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (j + u * SG <= hi) load_kv_vec<KV>(a.v, (j + u * SG) * row + vbase, vv[u]);
+      for (int u = 0; u < kLoadBatch; ++u)
+        if (j + u * SG <= hi) raw[u] = load_kv_raw<KV>(vcol + (j + u * SG) * row);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kLoadBatch; ++u) {
         if (j + u * SG > hi) break;
+        float vv[E];
+        kv_raw_to_floats<KV>(raw[u], vv);
         const int t = static_cast<int>(j + u * SG - c0);
 #pragma unroll
         for (int g = 0; g < G_MAX; ++g) {
           if (g >= G) break;
           const float p = ps[g][t];
 #pragma unroll
-          for (int k = 0; k < E; ++k) acc[g][k] += p * vv[u][k];
+          for (int k = 0; k < E; ++k) acc[g][k] += p * vv[k];
         }
       }
     }
@@ -377,7 +410,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       a.tokens * a.heads > int64_t{0x7fffffff})
     return cudaErrorInvalidValue;
   const int64_t chunks = a.split_slots > 0 && a.tokens == 1 ? a.chunks : 0;  // else one block per (token, head)
-  if (chunks > 0 && (a.partial == nullptr || a.split_slots != kAttentionChunkSlots ||
+  if (chunks > 0 && (a.partial == nullptr || a.split_slots != kAttentionChunkSlots || chunks > kCombineMaxChunks ||
                      chunks * a.heads > int64_t{0x7fffffff}))
     return cudaErrorInvalidValue;
   const bool decode_form = decode_form_enabled();
@@ -393,10 +426,12 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
         launch_pdl(decode_attention_kernel<KV, OUT>, static_cast<unsigned>(blocks), kDecodeThreads, 0, stream, a,
                    chunks);
         if (chunks > 0)
-          launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), 128, 0, stream, a, chunks);
+          launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), kCombineThreads,
+                     static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
       } else if (chunks > 0) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
-        launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), 128, 0, stream, a, chunks);
+        launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), kCombineThreads,
+                   static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
       } else {
         launch_pdl(attention_kernel<KV, OUT>, static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream, a);
       }

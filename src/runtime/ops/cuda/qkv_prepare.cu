@@ -38,13 +38,13 @@ __global__ void __launch_bounds__(kMaxAttentionHeadDim) qkv_prepare_kernel(QkvPr
   __syncthreads();
   if (i >= d) return;
   float y = x;
-  if (i < half) {
+  if (i < half) {  // rounded products and sums, no FMA: rotary.cu's and the CPU's values
     const float c = a.cos[t * half + i], s = a.sin[t * half + i];
-    y = xs[i] * c - xs[i + half] * s;
+    y = __fsub_rn(__fmul_rn(xs[i], c), __fmul_rn(xs[i + half], s));
   } else if (i < 2 * half) {
     const int j = i - half;
     const float c = a.cos[t * half + j], s = a.sin[t * half + j];
-    y = xs[i] * c + xs[j] * s;
+    y = __fadd_rn(__fmul_rn(xs[i], c), __fmul_rn(xs[j], s));
   }
   if (is_q) {
     a.q_out[t * a.heads * a.head_dim + hh * a.head_dim + i] = y;

@@ -14,8 +14,10 @@ __global__ void rotary_kernel(float* x, int64_t row_stride, int64_t tokens, int6
     float* v = x + t * row_stride + h * head_dim;
     const float c = cos[t * half + i], s = sin[t * half + i];
     const float x1 = v[i], x2 = v[i + half];
-    v[i] = x1 * c - x2 * s;
-    v[i + half] = x2 * c + x1 * s;
+    // Rounded products and sums, never contracted into FMAs: the CPU's ops::apply_rope values, and
+    // prepare_attention's.
+    v[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+    v[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
   }
 }
 
