@@ -149,9 +149,10 @@ TEST(CudaRuntimeOps, PrepareAttentionEqualsSeparateOps) {
             std::vector<int64_t> positions(T);
             for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = past + t;
             const ops::cu::DeviceRope rope = ops::cu::upload_rope(ops::rope_angles(rp, positions), T, kGpu);
-            const Tensor qkv = Tensor::from_vector(random_floats(static_cast<size_t>(T * stride), 31, 2.0f), {T, stride})
-                                   .to(act)
-                                   .to_device(kGpu);
+            const Tensor qkv =
+                Tensor::from_vector(random_floats(static_cast<size_t>(T * stride), 31, 2.0f), {T, stride})
+                    .to(act)
+                    .to_device(kGpu);
             Tensor q_norm, k_norm;
             if (norm) {
               q_norm = upload(random_floats(static_cast<size_t>(d), 32), {d});
@@ -163,9 +164,10 @@ TEST(CudaRuntimeOps, PrepareAttentionEqualsSeparateOps) {
             ops::cu::DeviceKvCache got_cache(kGpu, 1, kv_heads, d, {kv});
             got_cache.set_scales(0, 0.5f, 4.0f);
             got_cache.reserve(past + T);
-            const Tensor slot = Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(past)}, {1}).to_device(kGpu);
-            const Tensor q = ops::cu::prepare_attention(qkv, heads, kv_heads, d, rope, q_norm, k_norm, eps, got_cache, 0,
-                                                        past, slot.data<int32_t>());
+            const Tensor slot =
+                Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(past)}, {1}).to_device(kGpu);
+            const Tensor q = ops::cu::prepare_attention(qkv, heads, kv_heads, d, rope, q_norm, k_norm, eps, got_cache,
+                                                        0, past, slot.data<int32_t>());
             // Separate ops, the model's order before the fused kernel.
             ops::cu::DeviceKvCache want_cache(kGpu, 1, kv_heads, d, {kv});
             want_cache.set_scales(0, 0.5f, 4.0f);
@@ -189,7 +191,10 @@ TEST(CudaRuntimeOps, PrepareAttentionEqualsSeparateOps) {
               const std::vector<float> g = download(got.narrow(0, past, T)), w = download(want.narrow(0, past, T));
               // Identical bytes unless a norm's inverse differs in its last bit (its double sum is ordered
               // differently): then one step of the storage type at most.
-              const double tolerance = !norm ? 0.0 : kv == ops::KvDType::F8E4M3 ? 0.08 : kv == ops::KvDType::BF16 ? 8e-3 : 1e-6;
+              const double tolerance = !norm                        ? 0.0
+                                       : kv == ops::KvDType::F8E4M3 ? 0.08
+                                       : kv == ops::KvDType::BF16   ? 8e-3
+                                                                    : 1e-6;
               EXPECT_LE(max_rel_diff(g, w), tolerance) << what << (v_side ? " v" : " k") << " rows";
             }
           }
@@ -281,8 +286,8 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   struct Case {
     int64_t heads, kv_heads, d;
   };
-  for (const Case c : {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64},
-                       Case{4, 2, 20}})
+  for (const Case c :
+       {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64}, Case{4, 2, 20}})
     for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
       for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
         const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
@@ -293,10 +298,14 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
         ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
         host.set_scales(0, 0.75f, 1.5f);
         dev.set_scales(0, 0.75f, 1.5f);
-        const ops::AttentionParams p{.heads = c.heads, .kv_heads = c.kv_heads, .head_dim = c.d,
-                                     .scale = 1.0f / std::sqrt(static_cast<float>(c.d)), .sliding_window = window};
+        const ops::AttentionParams p{.heads = c.heads,
+                                     .kv_heads = c.kv_heads,
+                                     .head_dim = c.d,
+                                     .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
+                                     .sliding_window = window};
         const int64_t total = past + 1;
-        const std::vector<float> qkv = random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
+        const std::vector<float> qkv =
+            random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
         host.reserve(total);
         dev.reserve(total);
         host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);

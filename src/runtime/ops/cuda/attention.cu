@@ -249,8 +249,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
   const int64_t row = a.kv_heads * a.head_dim;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   __shared__ __align__(16) float qs[G_MAX * kMaxAttentionHeadDim];  // the group's queries, head after head
-  __shared__ float ps[G_MAX][C];                                     // scores, then exp(score - m)
-  __shared__ __align__(16) float part[C * E];                        // phase 3: every thread's E sums of one head
+  __shared__ float ps[G_MAX][C];                                    // scores, then exp(score - m)
+  __shared__ __align__(16) float part[C * E];                       // phase 3: every thread's E sums of one head
   __shared__ float head_m[G_MAX], head_l[G_MAX];
 
   int64_t first, last;

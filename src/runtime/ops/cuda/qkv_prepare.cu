@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(kMaxAttentionHeadDim) qkv_prepare_kernel(QkvPr
 
 cudaError_t launch_qkv_prepare(const QkvPrepareArgs& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
-  if (a.head_dim <= 0 || a.head_dim > kMaxAttentionHeadDim || a.half < 0 || 2 * a.half > a.head_dim ||
-      a.heads <= 0 || a.kv_heads <= 0 || a.tokens * (a.heads + a.kv_heads) > int64_t{0x7fffffff})
+  if (a.head_dim <= 0 || a.head_dim > kMaxAttentionHeadDim || a.half < 0 || 2 * a.half > a.head_dim || a.heads <= 0 ||
+      a.kv_heads <= 0 || a.tokens * (a.heads + a.kv_heads) > int64_t{0x7fffffff})
     return cudaErrorInvalidValue;
   const unsigned threads = static_cast<unsigned>((a.head_dim + 31) / 32 * 32);
   const unsigned blocks = static_cast<unsigned>(a.tokens * (a.heads + a.kv_heads));
