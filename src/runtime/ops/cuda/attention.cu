@@ -233,8 +233,9 @@ __device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& 
   for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
 }
 
-// Vectors (phase 1) or slots (phase 3) whose loads a thread has in flight at once.
-constexpr int kLoadBatch = 8;
+// Vectors (phase 1) or slots (phase 3) whose loads a thread has in flight at once: a whole BF16 / F16 row
+// of head_dim 128 and all of a thread's V slots in one round (16 slot groups of 256 slots).
+constexpr int kLoadBatch = 16;
 
 // Block (kv head kvh, chunk c) over slots [c·C, (c+1)·C) ∩ visible; query heads kvh·G .. kvh·G + G - 1.
 // chunks == 0: the block is the only chunk and writes the output; else its partial state.
@@ -253,49 +254,78 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
   __shared__ __align__(16) float part[C * E];                       // phase 3: every thread's E sums of one head
   __shared__ float head_m[G_MAX], head_l[G_MAX];
 
-  int64_t first, last;
-  visible_slots(a, 0, &first, &last);
+  using T = typename KvVec<KV>::T;
+  using Raw = typename KvVec<KV>::Raw;
+  const int SG = kDecodeThreads / RC, rc = tid % RC, sg = tid / RC;  // phase 3: vector rc, slot group sg
+
+  // Two rounds of loads before any math. Round 1: the slot count (a device int in a graph's step), the
+  // group's queries and the k scale, all in flight together.
+  const int64_t past = a.past_dev ? int64_t{*a.past_dev} : a.past;
+  constexpr int kQPerThread = G_MAX * static_cast<int>(kMaxAttentionHeadDim) / kDecodeThreads;
+  const float* q = a.q + kvh * G * a.head_dim;  // token 0: heads kvh·G.. are adjacent
+  float qv[kQPerThread];
+#pragma unroll
+  for (int r = 0; r < kQPerThread; ++r) qv[r] = tid + r * kDecodeThreads < G * d ? q[tid + r * kDecodeThreads] : 0.0f;
+  const float score_scale = a.k_scales[kvh] * a.scale;
+  const int64_t last = past, first = a.sliding_window > 0 && past - a.sliding_window + 1 > 0
+                                         ? past - a.sliding_window + 1
+                                         : 0;  // as visible_slots for token 0
   const int64_t c0 = c * C;
   const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;  // empty if lo > hi
-  const float* q = a.q + kvh * G * a.head_dim;  // token 0: heads kvh·G.. are adjacent
-  for (int i = tid; i < G * d; i += kDecodeThreads) qs[i] = q[i];
+  // Round 2: the first batch of this thread's K vectors (its slot's row, phase 1) and V vectors (its slot
+  // group's slots, phase 3).
+  const int64_t j = c0 + tid;
+  const bool scored = j >= lo && j <= hi;
+  const T* krow = static_cast<const T*>(a.k) + j * row + kvh * a.head_dim;
+  const T* vcol = static_cast<const T*>(a.v) + kvh * a.head_dim + rc * E;
+  const int64_t jv0 = lo + sg;  // this thread's first V slot
+  Raw kraw[kLoadBatch], vraw[kLoadBatch];
+  const auto load_k = [&](int v0) {
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; ++u)
+      if (scored && v0 + u < RC) kraw[u] = load_kv_raw<KV>(krow + (v0 + u) * E);
+  };
+  const auto load_v = [&](int64_t jb) {
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; ++u)
+      if (sg < SG && jb + u * SG <= hi) vraw[u] = load_kv_raw<KV>(vcol + (jb + u * SG) * row);
+  };
+  load_k(0);
+  load_v(jv0);
+#pragma unroll
+  for (int r = 0; r < kQPerThread; ++r)
+    if (tid + r * kDecodeThreads < G * d) qs[tid + r * kDecodeThreads] = qv[r];
   __syncthreads();
 
   // (1) Scores: thread t scores slot c0 + t against every query of the group.
   {
-    const int64_t j = c0 + tid;
     float dot[G_MAX];
 #pragma unroll
     for (int g = 0; g < G_MAX; ++g) dot[g] = 0.0f;
-    if (j >= lo && j <= hi) {
-      const typename KvVec<KV>::T* krow = static_cast<const typename KvVec<KV>::T*>(a.k) + j * row + kvh * a.head_dim;
+    if (scored) {
       for (int v0 = 0; v0 < RC; v0 += kLoadBatch) {  // kLoadBatch vectors of the row in flight
-        typename KvVec<KV>::Raw raw[kLoadBatch];
-#pragma unroll
-        for (int u = 0; u < kLoadBatch; ++u)
-          if (v0 + u < RC) raw[u] = load_kv_raw<KV>(krow + (v0 + u) * E);
+        if (v0 > 0) load_k(v0);
 #pragma unroll
         for (int u = 0; u < kLoadBatch; ++u) {
           if (v0 + u >= RC) break;
           float kv[E];
-          kv_raw_to_floats<KV>(raw[u], kv);
+          kv_raw_to_floats<KV>(kraw[u], kv);
 #pragma unroll
           for (int g = 0; g < G_MAX; ++g) {
             if (g >= G) break;
-            const float4* qv = reinterpret_cast<const float4*>(qs + g * d + (v0 + u) * E);
+            const float4* qp = reinterpret_cast<const float4*>(qs + g * d + (v0 + u) * E);
 #pragma unroll
             for (int k4 = 0; k4 < E / 4; ++k4) {
-              const float4 qq = qv[k4];
+              const float4 qq = qp[k4];
               dot[g] += qq.x * kv[4 * k4] + qq.y * kv[4 * k4 + 1] + qq.z * kv[4 * k4 + 2] + qq.w * kv[4 * k4 + 3];
             }
           }
         }
       }
     }
-    const float score_scale = a.k_scales[kvh] * a.scale;
 #pragma unroll
     for (int g = 0; g < G_MAX; ++g)
-      if (g < G) ps[g][tid] = j >= lo && j <= hi ? dot[g] * score_scale : -INFINITY;
+      if (g < G) ps[g][tid] = scored ? dot[g] * score_scale : -INFINITY;
   }
   __syncthreads();
 
@@ -319,26 +349,21 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
   __syncthreads();
 
   // (3) acc[g] = sum over the chunk's visible slots of p[g][j] · v_j: thread (vector rc, slot group sg)
-  // sums slots lo + sg, lo + sg + SG, ... of vector rc.
-  const int SG = kDecodeThreads / RC, rc = tid % RC, sg = tid / RC;
+  // sums slots lo + sg, lo + sg + SG, ... of vector rc (the first kLoadBatch of them loaded above).
   float acc[G_MAX][E];
 #pragma unroll
   for (int g = 0; g < G_MAX; ++g)
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[g][k] = 0.0f;
   if (sg < SG) {
-    const typename KvVec<KV>::T* vcol = static_cast<const typename KvVec<KV>::T*>(a.v) + kvh * a.head_dim + rc * E;
-    for (int64_t j = lo + sg; j <= hi; j += kLoadBatch * static_cast<int64_t>(SG)) {  // kLoadBatch slots in flight
-      typename KvVec<KV>::Raw raw[kLoadBatch];
-#pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u)
-        if (j + u * SG <= hi) raw[u] = load_kv_raw<KV>(vcol + (j + u * SG) * row);
+    for (int64_t jb = jv0; jb <= hi; jb += kLoadBatch * static_cast<int64_t>(SG)) {  // kLoadBatch slots in flight
+      if (jb != jv0) load_v(jb);
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
-        if (j + u * SG > hi) break;
+        if (jb + u * SG > hi) break;
         float vv[E];
-        kv_raw_to_floats<KV>(raw[u], vv);
-        const int t = static_cast<int>(j + u * SG - c0);
+        kv_raw_to_floats<KV>(vraw[u], vv);
+        const int t = static_cast<int>(jb + u * SG - c0);
 #pragma unroll
         for (int g = 0; g < G_MAX; ++g) {
           if (g >= G) break;
