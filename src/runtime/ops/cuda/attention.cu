@@ -8,7 +8,8 @@
 //
 // Decode (one query token): one block per (kv head, chunk of kAttentionChunkSlots slots) serves every
 // query head of the kv head's group, so each K and V row is read once per group, not once per head,
-// and nothing in it is a chain of dependent loads: (1) each thread takes one slot of the chunk and
+// and its loads come in two rounds before any math (the slot count, queries and scale; then each thread's
+// K row and V vectors, 16 in flight): (1) each thread takes one slot of the chunk and
 // scores it against all the group's queries (its K row in 16- or 8-byte vectors), (2) one warp per
 // head takes the chunk's max and exp sums, (3) the threads split the V rows into vectors and the
 // chunk's slots into groups, each summing p x v over its slots, and the groups' sums are added in a
