@@ -103,16 +103,21 @@ __device__ BlockState attend_slots(const AttentionArgs& a, const float* q, int64
   return st;
 }
 
-// The visible slots [first, last] of query token t.
-__device__ __forceinline__ void visible_slots(const AttentionArgs& a, int64_t t, int64_t* first, int64_t* last) {
-  const int64_t past = a.past_dev ? int64_t{*a.past_dev} : a.past;
+// The slots before this call's tokens (a device int in a CUDA graph's decode step).
+__device__ __forceinline__ int64_t past_of(const AttentionArgs& a) {
+  return a.past_dev ? int64_t{*a.past_dev} : a.past;
+}
+
+// The visible slots [first, last] of query token t after `past` slots.
+__device__ __forceinline__ void visible_slots(const AttentionArgs& a, int64_t past, int64_t t, int64_t* first,
+                                              int64_t* last) {
   *last = past + t;
   *first = a.sliding_window > 0 && *last - a.sliding_window + 1 > 0 ? *last - a.sliding_window + 1 : 0;
 }
 
 // The query of (token t, head h) into shared memory; the visible slots [first, last] of token t.
 __device__ void load_query(const AttentionArgs& a, int64_t t, int64_t h, float* q, int64_t* first, int64_t* last) {
-  visible_slots(a, t, first, last);
+  visible_slots(a, past_of(a), t, first, last);
   for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) q[i] = a.q[t * a.q_stride + h * a.head_dim + i];
   __syncthreads();
 }
@@ -261,16 +266,15 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
 
   // Two rounds of loads before any math. Round 1: the slot count (a device int in a graph's step), the
   // group's queries and the k scale, all in flight together.
-  const int64_t past = a.past_dev ? int64_t{*a.past_dev} : a.past;
+  const int64_t past = past_of(a);
   constexpr int kQPerThread = G_MAX * static_cast<int>(kMaxAttentionHeadDim) / kDecodeThreads;
   const float* q = a.q + kvh * G * a.head_dim;  // token 0: heads kvh·G.. are adjacent
   float qv[kQPerThread];
 #pragma unroll
   for (int r = 0; r < kQPerThread; ++r) qv[r] = tid + r * kDecodeThreads < G * d ? q[tid + r * kDecodeThreads] : 0.0f;
   const float score_scale = a.k_scales[kvh] * a.scale;
-  const int64_t last = past, first = a.sliding_window > 0 && past - a.sliding_window + 1 > 0
-                                         ? past - a.sliding_window + 1
-                                         : 0;  // as visible_slots for token 0
+  int64_t first, last;
+  visible_slots(a, past, 0, &first, &last);
   const int64_t c0 = c * C;
   const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;  // empty if lo > hi
   // Round 2: the first batch of this thread's K vectors (its slot's row, phase 1) and V vectors (its slot
