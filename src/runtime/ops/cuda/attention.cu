@@ -443,28 +443,27 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (chunks > 0 && (a.partial == nullptr || a.split_slots != kAttentionChunkSlots || chunks > kCombineMaxChunks ||
                      chunks * a.heads > int64_t{0x7fffffff}))
     return cudaErrorInvalidValue;
-  const bool decode_form = decode_form_enabled();
+  // A single decode token without chunks runs the decode form only where every slot lies in chunk 0.
+  const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
+                                                  : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
+  const bool decode_form = decode_form_enabled() && (chunks > 0 || within_one_chunk);
   cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       const unsigned threads = kWarps * 32;
-      const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
-                                                      : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
-      if (decode_form && decode_kernel_applies<KV>(a) && (chunks > 0 || within_one_chunk)) {
+      if (decode_form && decode_kernel_applies<KV>(a)) {
         const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
         launch_pdl(decode_attention_kernel<KV, OUT>, static_cast<unsigned>(blocks), kDecodeThreads, 0, stream, a,
                    chunks);
-        if (chunks > 0)
-          launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), kCombineThreads,
-                     static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
       } else if (chunks > 0) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
-        launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), kCombineThreads,
-                   static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
       } else {
         launch_pdl(attention_kernel<KV, OUT>, static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream, a);
       }
+      if (chunks > 0)  // either chunk kernel wrote partial states
+        launch_pdl(attention_combine_kernel<OUT>, static_cast<unsigned>(a.heads), kCombineThreads,
+                   static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
     });
   });
   return dispatched != cudaSuccess ? dispatched : status;

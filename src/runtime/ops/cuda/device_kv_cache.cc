@@ -95,18 +95,16 @@ DeviceKvCache::WriteTarget DeviceKvCache::write_target(int64_t layer, int64_t sl
 
 void DeviceKvCache::write(int64_t layer, int64_t slot0, const Tensor& qkv, int64_t k_col, int64_t v_col,
                           const int32_t* slot0_dev) {
+  QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
   const int64_t tokens = qkv.size(0), stride = qkv.size(1);
   QLM_CHECK(layer >= 0 && layer < layers_ && slot0 >= 0 && slot0 + tokens <= capacity_);
-  QLM_CHECK(qkv.dtype() == DType::F32 && qkv.dim() == 2 && qkv.is_contiguous() && qkv.device() == device_);
   QLM_CHECK(k_col >= 0 && k_col + row_elems() <= stride && v_col >= 0 && v_col + row_elems() <= stride);
 #ifdef QLM_WITH_CUDA
-  if (!device_scales_.defined()) upload_scales();
+  const WriteTarget target = write_target(layer, slot0, tokens);
   const float* base = qkv.data<float>();
-  Tensor& k = k_[static_cast<size_t>(layer)];
-  Tensor& v = v_[static_cast<size_t>(layer)];
-  QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), head_dim_, k.raw_data(),
-                                 v.raw_data(), kv_elem_type(encoding_.dtype), slot0, slot0_dev, device_k_scales(layer),
-                                 device_v_scales(layer), qlm::cuda::context(device_.index).stream));
+  QLM_CUDA_CHECK(launch_kv_write(base + k_col, base + v_col, stride, tokens, row_elems(), head_dim_, target.k, target.v,
+                                 kv_elem_type(encoding_.dtype), slot0, slot0_dev, target.k_scales, target.v_scales,
+                                 qlm::cuda::context(device_.index).stream));
 #else
   fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",
        "the KV cache on {} needs the CUDA backend, which this qlm was built without", device_.str());
