@@ -1,5 +1,10 @@
 #include "cuda/graph.h"
 
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 #ifdef QLM_WITH_CUDA
@@ -10,6 +15,49 @@
 namespace qlm::cuda {
 
 #ifdef QLM_WITH_CUDA
+namespace {
+
+const char* node_kind(cudaGraphNodeType type) {
+  switch (type) {
+    case cudaGraphNodeTypeKernel: return "kernel";
+    case cudaGraphNodeTypeMemcpy: return "memcpy";
+    case cudaGraphNodeTypeMemset: return "memset";
+    case cudaGraphNodeTypeHost: return "host";
+    case cudaGraphNodeTypeGraph: return "child graph";
+    case cudaGraphNodeTypeEmpty: return "empty";
+    case cudaGraphNodeTypeWaitEvent: return "event wait";
+    case cudaGraphNodeTypeEventRecord: return "event record";
+    case cudaGraphNodeTypeMemAlloc: return "mem alloc";
+    case cudaGraphNodeTypeMemFree: return "mem free";
+    default: return "other";
+  }
+}
+
+// "N nodes", then the count of each kind where some node is not a kernel.
+std::string summarize_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  QLM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) QLM_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  std::map<std::string, size_t> kinds;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    QLM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    ++kinds[node_kind(type)];
+  }
+  std::string s = fmt::format("{} nodes", n);
+  if (kinds.size() > 1 || (kinds.size() == 1 && !kinds.contains("kernel"))) {
+    const char* sep = ": ";
+    for (const auto& [kind, count] : kinds) {
+      s += fmt::format("{}{} {}", sep, count, kind);
+      sep = ", ";
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(int index, const std::function<void()>& work, std::string* why) {
   Context& ctx = context(index);
   // Relaxed: the caching allocator may still call cudaMalloc while the work is captured.
@@ -48,7 +96,15 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(int index, const std::func
   g->graph_ = graph;
   g->exec_ = exec;
   QLM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &g->nodes_));
+  g->node_summary_ = summarize_nodes(graph);
   return g;
+}
+
+bool CapturedGraph::write_dot(const std::string& path) const {
+  const cudaError_t e =
+      cudaGraphDebugDotPrint(static_cast<cudaGraph_t>(graph_), path.c_str(), cudaGraphDebugDotFlagsVerbose);
+  cudaGetLastError();
+  return e == cudaSuccess;
 }
 
 CapturedGraph::~CapturedGraph() {
@@ -66,6 +122,7 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(int, const std::function<v
 }
 CapturedGraph::~CapturedGraph() = default;
 void CapturedGraph::launch() const {}
+bool CapturedGraph::write_dot(const std::string&) const { return false; }
 #endif
 
 }  // namespace qlm::cuda

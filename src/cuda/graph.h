@@ -26,6 +26,12 @@ class CapturedGraph {
   void launch() const;
   // Kernel (and copy / memset) nodes in the graph.
   size_t nodes() const { return nodes_; }
+  // The node count with, where not every node is a kernel, the count of each kind:
+  // "452 nodes: 292 kernel, 160 memset".
+  const std::string& node_summary() const { return node_summary_; }
+  // Writes the graph in Graphviz form (cudaGraphDebugDotPrint, kernel names and parameters) to `path`;
+  // false when CUDA cannot.
+  bool write_dot(const std::string& path) const;
 
  private:
   CapturedGraph() = default;
@@ -33,6 +39,7 @@ class CapturedGraph {
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
   size_t nodes_ = 0;
+  std::string node_summary_;
 };
 
 }  // namespace qlm::cuda

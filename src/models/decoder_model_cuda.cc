@@ -5,6 +5,7 @@
 // run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
 // host (as F32).
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -169,7 +170,10 @@ std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t pos
       return std::nullopt;
     }
     g->cache_generation = device_cache_->generation();
-    decode_graph_status_ = fmt::format("graph ({} nodes)", g->graph->nodes());
+    decode_graph_status_ = fmt::format("graph ({})", g->graph->node_summary());
+    // QLM_GRAPH_DOT=path: the decode step's graph in Graphviz form (diagnosis), rewritten at each capture.
+    if (const char* dot = std::getenv("QLM_GRAPH_DOT"); dot != nullptr && *dot != '\0' && !g->graph->write_dot(dot))
+      std::fprintf(stderr, "qlm: could not write the decode graph to QLM_GRAPH_DOT=%s\n", dot);
     decode_graph_ = std::move(g);
   }
   DecodeGraph& g = *decode_graph_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "cuda/graph.h"
 #include "kernels/cuda/wna16_fast_layout.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/mp_linear.h"
@@ -257,6 +258,30 @@ TEST_F(CudaWna16FastTest, SelectedForCudaLayers) {
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CUDA, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
   EXPECT_EQ(entry->name, "cuda_wna16_fast");
+}
+
+// A decode-sized call captured into a CUDA graph right after prepare() (the model's decode step after a
+// prefill that ran on another path) holds kernels only: the split-K counters were zeroed in prepare(), so
+// no memset node is replayed before every call.
+TEST_F(CudaWna16FastTest, DecodeCallsCaptureOnlyKernels) {
+  const Wna16Spec s{.bits = 4, .K = 4096, .N = 768, .group_size = 128, .seed = 9};
+  const auto gen = testing::random_wna16(s);
+  for (const Wna16FastPath path :
+       {Wna16FastPath::Auto, Wna16FastPath::Tiled, Wna16FastPath::Stream, Wna16FastPath::Gemv, Wna16FastPath::Wgmma})
+    for (const int64_t M : {1, 16}) {
+      set_wna16_fast_path(path);
+      auto kernel = MPKernelRegistry::instance()
+                        .find("cuda_wna16_fast")
+                        ->create(testing::wna16_config(s, DType::BF16, Device::cuda(0), capability_));
+      kernel->prepare(gen.weights);
+      const Tensor x = Tensor::zeros({M, s.K}, DType::BF16, Device::cuda(0));
+      Tensor y = Tensor::empty({M, s.N}, DType::BF16, Device::cuda(0));
+      std::string why;
+      const auto graph = cuda::CapturedGraph::capture(0, [&] { kernel->run(x, y, nullptr); }, &why);
+      ASSERT_TRUE(graph) << why;
+      EXPECT_EQ(graph->node_summary().find("memset"), std::string::npos)
+          << kernel->path(M) << " M=" << M << ": " << graph->node_summary();
+    }
 }
 
 TEST_F(CudaWna16FastTest, WrongArgumentsAreRejected) {

@@ -18,6 +18,7 @@ void register_all_commands(CLI::App& app) {
   register_quantize_command(app);
   register_bench_decode_command(app);
   register_bench_moe_command(app);
+  register_bench_attention_command(app);
 }
 
 }  // namespace qlm::cli

@@ -17,5 +17,6 @@ void register_logits_command(CLI::App& app);  // logits.cc
 void register_quantize_command(CLI::App& app);  // quantize.cc
 void register_bench_decode_command(CLI::App& app);  // bench_decode.cc
 void register_bench_moe_command(CLI::App& app);  // bench_moe.cc
+void register_bench_attention_command(CLI::App& app);  // bench_attention.cc
 
 }  // namespace qlm::cli

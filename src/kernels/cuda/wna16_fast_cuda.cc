@@ -308,6 +308,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     a_.tiles_per_group = L.tiles_per_group;
     a_.rows = L.rows;
     identity_ = L.identity_rows;
+    // The split-K counters of every path up to two m-tiles (the decode step's sizes), zeroed now: made later
+    // inside a CUDA graph's capture, their zeroing would become a memset node of the graph, replayed
+    // before each call (it was: 4 per layer in the 8B decode step captured right after a long prefill).
+    // (a_.n_blocks, the 64-column blocks, bounds every path's column tiles.)
+    counters_for(2 * a_.n_blocks);
     prepared_ = true;
   }
 

@@ -1,0 +1,64 @@
+// `qlm bench-attention`: argument errors everywhere; on a GPU, one JSON line per context with the
+// documented fields (capacity from --capacity-factor, the chunk count it gives, the floor from the bytes).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "support/run_qlm.h"
+
+namespace qlm {
+namespace {
+
+using testing::run_qlm;
+
+TEST(BenchAttentionCli, ArgumentErrors) {
+  const testing::QlmRun heads = run_qlm("bench-attention --shape custom --heads 6 --kv-heads 4 --head-dim 64");
+  EXPECT_EQ(heads.status, 1);
+  EXPECT_NE(heads.err.find("heads=6 kv_heads=4"), std::string::npos) << heads.err;
+  const testing::QlmRun factor = run_qlm("bench-attention --capacity-factor 0.5");
+  EXPECT_EQ(factor.status, 1);
+  EXPECT_NE(factor.err.find("--capacity-factor 0.5 < 1"), std::string::npos) << factor.err;
+  const testing::QlmRun shape = run_qlm("bench-attention --shape llama9");
+  EXPECT_EQ(shape.status, 1);
+  EXPECT_NE(shape.err.find("unknown --shape llama9"), std::string::npos) << shape.err;
+  if (!cuda_backend_built() || cuda_devices().empty()) {
+    const testing::QlmRun cuda = run_qlm("bench-attention --context 16");
+    EXPECT_EQ(cuda.status, 1);
+    EXPECT_NE(cuda.err.find(cuda_backend_built() ? "no CUDA device" : "this qlm has none"), std::string::npos)
+        << cuda.err;
+  }
+}
+
+TEST(CudaBenchAttentionCli, JsonLinePerContext) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  const testing::QlmRun r =
+      run_qlm("bench-attention --shape custom --heads 8 --kv-heads 2 --head-dim 64 --context 0,300 "
+              "--capacity-factor 2 --layers 3 --iters 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    const int64_t context = i == 0 ? 0 : 300;
+    EXPECT_EQ(j["context"], context);
+    EXPECT_EQ(j["capacity"], std::max<int64_t>(16, 2 * (context + 1)));  // the cache's first size is 16 at least
+    EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);  // 602 slots: 3 chunks of 256
+    EXPECT_EQ(j["layers"], 3);
+    EXPECT_GT(j["us"].get<double>(), 0);
+    // K and V of context + 1 slots (2 kv heads x 64, bf16), the F32 query in, the BF16 output.
+    const double bytes = 2.0 * static_cast<double>((context + 1) * 128 * 2) + 4.0 * 512 + 2.0 * 512;
+    EXPECT_DOUBLE_EQ(j["bytes"].get<double>(), bytes);
+    EXPECT_NEAR(j["floor_us"].get<double>(), bytes / (j["copy_gbps"].get<double>() * 1e3), 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace qlm
