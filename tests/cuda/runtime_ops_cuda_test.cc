@@ -321,6 +321,47 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
       }
 }
 
+// Caches larger than their contents (the model's capacity doubles as it grows): blocks of chunks past the last
+// slot or before a sliding window return at once and the combine reads only the chunks with visible slots; at
+// 80000 slots a group of 4 has more than twice as many blocks as the GPU has multiprocessors, so the paired decode
+// form (two blocks per multiprocessor, V loaded after the scores) runs.
+TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t heads, kv_heads, d;
+  };
+  for (const Case c : {Case{16, 4, 128}, Case{64, 8, 128}, Case{7, 1, 64}, Case{4, 2, 20}})  // d 20: per-head form
+    for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
+      for (const int64_t capacity : {int64_t{1500}, int64_t{80000}})
+        for (const auto& [past, window] : {std::pair<int64_t, int64_t>{300, 0}, {1400, 0}, {1400, 600}}) {
+          if (capacity == 80000 && c.kv_heads != 4) continue;
+          const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
+          const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " kv " +
+                                   ops::kv_dtype_name(kv) + " capacity " + std::to_string(capacity) + " past " +
+                                   std::to_string(past) + " window " + std::to_string(window);
+          ops::KvCache host(1, c.kv_heads, c.d, {kv});
+          ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
+          const ops::AttentionParams p{.heads = c.heads,
+                                       .kv_heads = c.kv_heads,
+                                       .head_dim = c.d,
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
+                                       .sliding_window = window};
+          const int64_t total = past + 1;
+          const std::vector<float> qkv =
+              random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + capacity), 1.5f);
+          host.reserve(total);
+          dev.reserve(capacity);
+          host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
+          dev.write(0, 0, upload(qkv, {total, stride}), c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+          const std::vector<float> last_row(qkv.end() - stride, qkv.end());
+          std::vector<float> want(static_cast<size_t>(c.heads * c.d));
+          ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
+          const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
+          EXPECT_EQ(dev.capacity(), capacity) << what;
+          EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
+        }
+}
+
 TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
   SKIP_WITHOUT_GPU();
   const int64_t heads = 2, kv_heads = 1, d = 64, stride = (heads + 2 * kv_heads) * d, T = 6;

@@ -17,7 +17,8 @@
 // writes its partial state (m, l, unnormalised accumulator) and a second kernel combines the chunks
 // (flash-decoding); within one chunk the block writes the output itself. The chunk count comes from
 // the host's bound on the slots (the cache capacity), so a CUDA graph captured at one capacity stays
-// valid at every position; chunks past the last slot write l = 0. Groups of more than
+// valid at every position; blocks of chunks without a visible slot (past the last slot, before a sliding
+// window) return at once, and the combine reads only the chunks that hold visible slots. Groups of more than
 // kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
 // (chunked the same way when the capacity passes one chunk).
 #include <math.h>
@@ -151,6 +152,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_chunk_kernel(AttentionA
   load_query(a, 0, h, q, &first, &last);
   const int64_t lo = first > c * a.split_slots ? first : c * a.split_slots;
   const int64_t hi = last < (c + 1) * a.split_slots - 1 ? last : (c + 1) * a.split_slots - 1;
+  if (lo > hi) return;  // no visible slot: the combine reads only chunks that hold one
   const BlockState st = attend_slots<KV>(a, q, kv_head, lo, hi, warp_acc, merged);
   float* out = a.partial + (h * chunks + c) * (2 + a.head_dim);
   if (threadIdx.x == 0) {
@@ -188,12 +190,16 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(Atte
     for (int w = 1; w < kCombineThreads / 32; ++w) r = op(r, warp_red[w]);
     return r;
   };
+  // Chunks [c_lo, c_hi] hold the visible slots; the chunk kernels wrote no state for the others.
+  int64_t first, last;
+  visible_slots(a, past_of(a), 0, &first, &last);
+  const int64_t c_lo = first / a.split_slots, c_hi = last / a.split_slots < chunks ? last / a.split_slots : chunks - 1;
   float m = -INFINITY;
-  for (int64_t c = tid; c < chunks; c += kCombineThreads)
+  for (int64_t c = c_lo + tid; c <= c_hi; c += kCombineThreads)
     if (part[c * width + 1] > 0.0f) m = fmaxf(m, part[c * width]);
   m = block_reduce(m, [](float x, float y) { return fmaxf(x, y); });
   float l = 0.0f;
-  for (int64_t c = tid; c < chunks; c += kCombineThreads) {
+  for (int64_t c = c_lo + tid; c <= c_hi; c += kCombineThreads) {
     const float lc = part[c * width + 1];
     const float w = lc > 0.0f ? expf(part[c * width] - m) : 0.0f;
     weight[c] = w;
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(Atte
   for (int64_t i = tid; i < a.head_dim; i += kCombineThreads) {
     float o = 0.0f;
 #pragma unroll 8
-    for (int64_t c = 0; c < chunks; ++c) o += part[c * width + 2 + i] * weight[c];
+    for (int64_t c = c_lo; c <= c_hi; ++c) o += part[c * width + 2 + i] * weight[c];
     store_elem<OUT>(a.out, h * a.head_dim + i, o * norm);
   }
 }
@@ -214,6 +220,14 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(Atte
 constexpr int kDecodeThreads = static_cast<int>(kAttentionChunkSlots);  // phase 1: a thread per slot
 constexpr int kDecodeMaxGroup = kDecodeThreads / 32;                    // phase 2: a warp per query head
 static_assert(kDecodeThreads % 32 == 0 && kDecodeMaxGroup >= 1);
+// The kernel is compiled for groups of up to 4 heads (Llama-3-8B, Qwen) and up to kDecodeMaxGroup (70B: 8): the
+// accumulators of phase 3 are G_MAX x E registers per thread. Small groups have a paired form too: two blocks per
+// multiprocessor (at most 128 registers), V requested after the scores instead of with K (both batches do not fit
+// in registers), so one block's loads overlap the other's math. It pays only where blocks outnumber the
+// multiprocessors twice (H200, Llama-3-8B heads, µs per call: 256 blocks 31.1 vs 37.8, 520 blocks 57.9 vs 74.3;
+// but 136 blocks 27.1 vs 22.7: one block per multiprocessor with both loads in flight is faster).
+constexpr int kDecodeSmallGroup = 4;
+static_assert(kDecodeSmallGroup <= kDecodeMaxGroup);
 
 // E consecutive stored elements per vector: 16 bytes (F32: 4, F16 / BF16: 8) or, for the fp8
 // caches, 8 bytes (8 elements: 16 would need twice the accumulators in phase 3).
@@ -245,10 +259,11 @@ constexpr int kLoadBatch = 16;
 
 // Block (kv head kvh, chunk c) over slots [c·C, (c+1)·C) ∩ visible; query heads kvh·G .. kvh·G + G - 1.
 // chunks == 0: the block is the only chunk and writes the output; else its partial state.
-template <ElemType KV, ElemType OUT>
-__global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(AttentionArgs a, int64_t chunks) {
+template <ElemType KV, ElemType OUT, int G_MAX, bool kPaired>
+__global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1) decode_attention_kernel(AttentionArgs a, int64_t chunks) {
   pdl_enter();
-  constexpr int E = KvVec<KV>::E, C = kDecodeThreads, G_MAX = kDecodeMaxGroup;
+  static_assert(G_MAX >= 1 && G_MAX <= kDecodeMaxGroup && (!kPaired || G_MAX <= kDecodeSmallGroup));
+  constexpr int E = KvVec<KV>::E, C = kDecodeThreads;
   constexpr int kWarpsPerBlock = kDecodeThreads / 32;
   const int64_t kvh = blockIdx.x % a.kv_heads, c = blockIdx.x / a.kv_heads;
   const int G = static_cast<int>(a.heads / a.kv_heads);
@@ -276,7 +291,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
   int64_t first, last;
   visible_slots(a, past, 0, &first, &last);
   const int64_t c0 = c * C;
-  const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;  // empty if lo > hi
+  const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;
+  if (lo > hi) return;  // no visible slot (never with chunks == 0): the combine reads only chunks that hold one
   // Round 2: the first batch of this thread's K vectors (its slot's row, phase 1) and V vectors (its slot
   // group's slots, phase 3).
   const int64_t j = c0 + tid;
@@ -295,8 +311,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
     for (int u = 0; u < kLoadBatch; ++u)
       if (sg < SG && jb + u * SG <= hi) vraw[u] = load_kv_raw<KV>(vcol + (jb + u * SG) * row);
   };
+  // The paired form (two blocks per multiprocessor, at most 128 registers) cannot hold K and V batches at once:
+  // there V is requested after the scores, during the softmax, while the other block computes.
+  constexpr bool kEarlyV = !kPaired;
   load_k(0);
-  load_v(jv0);
+  if constexpr (kEarlyV) load_v(jv0);
 #pragma unroll
   for (int r = 0; r < kQPerThread; ++r)
     if (tid + r * kDecodeThreads < G * d) qs[tid + r * kDecodeThreads] = qv[r];
@@ -332,6 +351,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention_kernel(Attent
     for (int g = 0; g < G_MAX; ++g)
       if (g < G) ps[g][tid] = scored ? dot[g] * score_scale : -INFINITY;
   }
+  if constexpr (!kEarlyV) load_v(jv0);
   __syncthreads();
 
   // (2) Softmax over the chunk: warp g takes head g.
@@ -454,8 +474,14 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       const unsigned threads = kWarps * 32;
       if (decode_form && decode_kernel_applies<KV>(a)) {
         const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
-        launch_pdl(decode_attention_kernel<KV, OUT>, static_cast<unsigned>(blocks), kDecodeThreads, 0, stream, a,
-                   chunks);
+        const unsigned grid = static_cast<unsigned>(blocks);
+        if (a.heads / a.kv_heads > kDecodeSmallGroup)
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>, grid, kDecodeThreads, 0, stream, a, chunks);
+        else if (a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count})
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>, grid, kDecodeThreads, 0, stream, a, chunks);
+        else
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>, grid, kDecodeThreads, 0, stream, a,
+                     chunks);
       } else if (chunks > 0) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
       } else {

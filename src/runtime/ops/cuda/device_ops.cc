@@ -183,6 +183,7 @@ Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, in
   a.out_type = elem_type(out);
   a.out_stride = p.heads * p.head_dim;
   a.slots_bound = cache.capacity();
+  a.sm_count = qlm::cuda::context(qkv.device().index).sm_count;
   Tensor partial;  // chunked decode: per (head, chunk) softmax states
   if (const int64_t chunks = attention_chunks(tokens, cache.capacity()); chunks > 0) {
     partial = Tensor::empty({p.heads * chunks * (2 + p.head_dim)}, DType::F32, qkv.device());

@@ -109,6 +109,9 @@ struct AttentionArgs {
   // chunks runs the per-group decode form only where the bound (or, without it, past + 1 with past on
   // the host) fits one chunk.
   int64_t slots_bound = 0;
+  // Multiprocessors of the device (0: unknown): the decode kernel runs two blocks per multiprocessor where its
+  // blocks outnumber them twice.
+  int sm_count = 0;
 };
 inline constexpr int64_t kMaxAttentionHeadDim = 256;
 inline constexpr int64_t kAttentionChunkSlots = 256;
