@@ -7,7 +7,7 @@ where that run exists."""
 import json
 import sys
 
-from perf_doc import replace_region
+from perf_doc import emit
 
 BEGIN, END = "<!-- decode-ab:begin -->", "<!-- decode-ab:end -->"
 
@@ -45,12 +45,7 @@ def main():
         print(__doc__)
         return 2
     recs = [json.loads(line) for line in open(args[0]) if line.strip()]
-    text = render(args[0], recs)
-    if "--stdout" in sys.argv:
-        print(text)
-        return 0
-    replace_region(args[1] if len(args) > 1 else "docs/performance.md", BEGIN, END, text)
-    return 0
+    return emit(render(args[0], recs), BEGIN, END, args[1] if len(args) > 1 else None, "--stdout" in sys.argv)
 
 
 if __name__ == "__main__":

@@ -15,3 +15,13 @@ def replace_region(doc, begin, end, body):
     with open(doc, "w") as f:
         f.write(head + f"{begin}\n{body}\n{end}" + tail)
     print(f"updated {doc}")
+
+
+def emit(text, begin, end, doc=None, stdout=False):
+    """The generators' last step: print `text` (--stdout) or write it into the region of `doc`
+    (default docs/performance.md)."""
+    if stdout:
+        print(text)
+    else:
+        replace_region(doc or "docs/performance.md", begin, end, text)
+    return 0

@@ -17,6 +17,7 @@
 
 #ifdef QLM_WITH_CUDA
 #include "core/device_memory.h"
+#include "core/env_switch.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
 
@@ -71,10 +72,7 @@ namespace {
 // QLM_PREPARE_ATTENTION=0: the widening, head norms, rotary and cache write as separate kernels (the
 // path before prepare_attention; comparison and diagnosis).
 bool separate_attention_prep() {
-  static const bool separate = [] {
-    const char* v = std::getenv("QLM_PREPARE_ATTENTION");
-    return v != nullptr && std::string(v) == "0";
-  }();
+  static const bool separate = !env_switch_on("QLM_PREPARE_ATTENTION");
   return separate;
 }
 }  // namespace

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/env_switch.h"
+
 namespace qlm::cuda {
 
 __device__ __forceinline__ void wait_for_predecessor() {
@@ -50,10 +52,7 @@ inline cudaLaunchAttribute pdl_attribute() {
 // the environment variable QLM_PDL is not "0" (read once per process; QLM_PDL=0 launches every such
 // kernel in plain stream order, for comparison and diagnosis).
 inline bool pdl_launches() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("QLM_PDL");
-    return !(v != nullptr && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = env_switch_on("QLM_PDL");
   if (!enabled) return false;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;

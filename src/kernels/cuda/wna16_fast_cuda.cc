@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 
 namespace qlm {
@@ -58,11 +59,6 @@ std::atomic<int> g_forced_path{0};
 std::atomic<int> g_wgmma_tile{-1};  // set_wna16_wgmma_tile
 std::atomic<int> g_wgmma_late{-1};  // set_wna16_wgmma_late
 std::atomic<int> g_wgmma_one_group{-1};  // set_wna16_wgmma_one_group
-
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoll(e) : fallback;
-}
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -202,6 +198,7 @@ std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_
 #include "kernels/cuda/wna16_device.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 #include "kernels/cuda/wna16_fast_layout.h"
+#include "core/env_switch.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/cuda/wna16_kernels.h"
 #include "kernels/cuda/wna16_wgmma.h"

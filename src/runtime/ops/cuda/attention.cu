@@ -27,6 +27,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/env_switch.h"
 #include "runtime/ops/cuda/elem.cuh"
 
 namespace qlm::ops::cu {
@@ -432,10 +433,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1) decode_attent
 
 // QLM_ATTENTION_DECODE=0 runs single-token decode in the per-(token, head) form (comparison, diagnosis).
 bool decode_form_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("QLM_ATTENTION_DECODE");
-    return !(v != nullptr && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = env_switch_on("QLM_ATTENTION_DECODE");
   return enabled;
 }
 
