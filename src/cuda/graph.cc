@@ -1,9 +1,9 @@
 #include "cuda/graph.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 

@@ -36,9 +36,9 @@ TEST(BenchAttentionCli, ArgumentErrors) {
 
 TEST(CudaBenchAttentionCli, JsonLinePerContext) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  const testing::QlmRun r =
-      run_qlm("bench-attention --shape custom --heads 8 --kv-heads 2 --head-dim 64 --context 0,300 "
-              "--capacity-factor 2 --layers 3 --iters 2 --json");
+  const testing::QlmRun r = run_qlm(
+      "bench-attention --shape custom --heads 8 --kv-heads 2 --head-dim 64 --context 0,300 "
+      "--capacity-factor 2 --layers 3 --iters 2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream lines(r.out);
   std::vector<nlohmann::json> rows;
@@ -50,7 +50,7 @@ TEST(CudaBenchAttentionCli, JsonLinePerContext) {
     const int64_t context = i == 0 ? 0 : 300;
     EXPECT_EQ(j["context"], context);
     EXPECT_EQ(j["capacity"], std::max<int64_t>(16, 2 * (context + 1)));  // the cache's first size is 16 at least
-    EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);  // 602 slots: 3 chunks of 256
+    EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);                              // 602 slots: 3 chunks of 256
     EXPECT_EQ(j["layers"], 3);
     EXPECT_GT(j["us"].get<double>(), 0);
     // K and V of context + 1 slots (2 kv heads x 64, bf16), the F32 query in, the BF16 output.

@@ -16,10 +16,9 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/device_memory.h"
 #include "core/error.h"
@@ -170,11 +169,12 @@ void bench_attention(BenchAttentionOptions o) {
       j["gpu"] = cuda_devices().at(0).name;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%s kv %s context %lld (capacity %lld, %lld chunks, %lld layers): %.2f us; floor %.2f us (%.0f%%, "
-                  "%.1f MB at %.0f GB/s)\n",
-                  o.shape.c_str(), o.kv_dtype.c_str(), static_cast<long long>(context),
-                  static_cast<long long>(cache.capacity()), static_cast<long long>(chunks),
-                  static_cast<long long>(cache.layers()), t, floor_us, 100.0 * floor_us / t, bytes * 1e-6, bandwidth);
+      std::printf(
+          "%s kv %s context %lld (capacity %lld, %lld chunks, %lld layers): %.2f us; floor %.2f us (%.0f%%, "
+          "%.1f MB at %.0f GB/s)\n",
+          o.shape.c_str(), o.kv_dtype.c_str(), static_cast<long long>(context),
+          static_cast<long long>(cache.capacity()), static_cast<long long>(chunks),
+          static_cast<long long>(cache.layers()), t, floor_us, 100.0 * floor_us / t, bytes * 1e-6, bandwidth);
     }
     std::fflush(stdout);
   }
@@ -190,7 +190,8 @@ void bench_attention(BenchAttentionOptions o) { check_options(o); }  // fails: n
 
 void register_bench_attention_command(CLI::App& app) {
   auto opts = std::make_shared<BenchAttentionOptions>();
-  auto* cmd = app.add_subcommand("bench-attention", "Time the CUDA decode attention against a KV cache of given contexts");
+  auto* cmd =
+      app.add_subcommand("bench-attention", "Time the CUDA decode attention against a KV cache of given contexts");
   cmd->add_option("--shape", opts->shape, "llama3-8b, llama3-70b or custom (then --heads, --kv-heads, --head-dim)")
       ->capture_default_str();
   cmd->add_option("--heads", opts->heads, "Query heads (overrides the shape)");

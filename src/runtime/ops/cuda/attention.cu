@@ -261,7 +261,8 @@ constexpr int kLoadBatch = 16;
 // Block (kv head kvh, chunk c) over slots [c·C, (c+1)·C) ∩ visible; query heads kvh·G .. kvh·G + G - 1.
 // chunks == 0: the block is the only chunk and writes the output; else its partial state.
 template <ElemType KV, ElemType OUT, int G_MAX, bool kPaired>
-__global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1) decode_attention_kernel(AttentionArgs a, int64_t chunks) {
+__global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
+    decode_attention_kernel(AttentionArgs a, int64_t chunks) {
   pdl_enter();
   static_assert(G_MAX >= 1 && G_MAX <= kDecodeMaxGroup && (!kPaired || G_MAX <= kDecodeSmallGroup));
   constexpr int E = KvVec<KV>::E, C = kDecodeThreads;
@@ -474,9 +475,11 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
         const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
         const unsigned grid = static_cast<unsigned>(blocks);
         if (a.heads / a.kv_heads > kDecodeSmallGroup)
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>, grid, kDecodeThreads, 0, stream, a, chunks);
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>, grid, kDecodeThreads, 0, stream, a,
+                     chunks);
         else if (a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count})
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>, grid, kDecodeThreads, 0, stream, a, chunks);
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>, grid, kDecodeThreads, 0, stream, a,
+                     chunks);
         else
           launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>, grid, kDecodeThreads, 0, stream, a,
                      chunks);
