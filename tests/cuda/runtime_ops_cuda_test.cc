@@ -323,8 +323,8 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
 
 // Caches larger than their contents (the model's capacity doubles as it grows): blocks of chunks past the last
 // slot or before a sliding window return at once and the combine reads only the chunks with visible slots; at
-// 80000 slots a group of 4 has more than twice as many blocks as the GPU has multiprocessors, so the paired decode
-// form (two blocks per multiprocessor, V loaded after the scores) runs.
+// 80000 slots 4 and 8 kv heads give more than twice as many blocks as the GPU has multiprocessors, so the paired
+// decode form (two blocks per multiprocessor, V loaded after the scores) runs for groups of 4 and of 8.
 TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
   SKIP_WITHOUT_GPU();
   struct Case {
@@ -334,7 +334,7 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
     for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
       for (const int64_t capacity : {int64_t{1500}, int64_t{80000}})
         for (const auto& [past, window] : {std::pair<int64_t, int64_t>{300, 0}, {1400, 0}, {1400, 600}}) {
-          if (capacity == 80000 && c.kv_heads != 4) continue;
+          if (capacity == 80000 && c.kv_heads != 4 && c.kv_heads != 8) continue;
           const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
           const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " kv " +
                                    ops::kv_dtype_name(kv) + " capacity " + std::to_string(capacity) + " past " +

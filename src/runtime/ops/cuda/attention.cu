@@ -222,10 +222,10 @@ constexpr int kDecodeThreads = static_cast<int>(kAttentionChunkSlots);  // phase
 constexpr int kDecodeMaxGroup = kDecodeThreads / 32;                    // phase 2: a warp per query head
 static_assert(kDecodeThreads % 32 == 0 && kDecodeMaxGroup >= 1);
 // The kernel is compiled for groups of up to 4 heads (Llama-3-8B, Qwen) and up to kDecodeMaxGroup (70B: 8): the
-// accumulators of phase 3 are G_MAX x E registers per thread. Small groups have a paired form too: two blocks per
+// accumulators of phase 3 are G_MAX x E registers per thread. Both have a paired form: two blocks per
 // multiprocessor (at most 128 registers), V requested after the scores instead of with K (both batches do not fit
-// in registers), so one block's loads overlap the other's math. It pays only where blocks outnumber the
-// multiprocessors twice (H200, Llama-3-8B heads, µs per call: 256 blocks 31.1 vs 37.8, 520 blocks 57.9 vs 74.3;
+// in registers; groups of 8 keep half a batch of V in flight), so one block's loads overlap the other's math. It
+// pays only where blocks outnumber the multiprocessors twice (H200, Llama-3-8B heads, µs per call: 256 blocks 31.1 vs 37.8, 520 blocks 57.9 vs 74.3;
 // but 136 blocks 27.1 vs 22.7: one block per multiprocessor with both loads in flight is faster).
 constexpr int kDecodeSmallGroup = 4;
 static_assert(kDecodeSmallGroup <= kDecodeMaxGroup);
@@ -264,7 +264,7 @@ template <ElemType KV, ElemType OUT, int G_MAX, bool kPaired>
 __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
     decode_attention_kernel(AttentionArgs a, int64_t chunks) {
   pdl_enter();
-  static_assert(G_MAX >= 1 && G_MAX <= kDecodeMaxGroup && (!kPaired || G_MAX <= kDecodeSmallGroup));
+  static_assert(G_MAX >= 1 && G_MAX <= kDecodeMaxGroup);
   constexpr int E = KvVec<KV>::E, C = kDecodeThreads;
   constexpr int kWarpsPerBlock = kDecodeThreads / 32;
   const int64_t kvh = blockIdx.x % a.kv_heads, c = blockIdx.x / a.kv_heads;
@@ -302,7 +302,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
   const T* krow = static_cast<const T*>(a.k) + j * row + kvh * a.head_dim;
   const T* vcol = static_cast<const T*>(a.v) + kvh * a.head_dim + rc * E;
   const int64_t jv0 = lo + sg;  // this thread's first V slot
-  Raw kraw[kLoadBatch], vraw[kLoadBatch];
+  // The paired form of 8-head groups keeps half a batch of V in flight (its 64 accumulators leave no room).
+  constexpr int kVBatch = kPaired && G_MAX > kDecodeSmallGroup ? kLoadBatch / 2 : kLoadBatch;
+  Raw kraw[kLoadBatch], vraw[kVBatch];
   const auto load_k = [&](int v0) {
 #pragma unroll
     for (int u = 0; u < kLoadBatch; ++u)
@@ -310,7 +312,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
   };
   const auto load_v = [&](int64_t jb) {
 #pragma unroll
-    for (int u = 0; u < kLoadBatch; ++u)
+    for (int u = 0; u < kVBatch; ++u)
       if (sg < SG && jb + u * SG <= hi) vraw[u] = load_kv_raw<KV>(vcol + (jb + u * SG) * row);
   };
   // The paired form (two blocks per multiprocessor, at most 128 registers) cannot hold K and V batches at once:
@@ -383,10 +385,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[g][k] = 0.0f;
   if (sg < SG) {
-    for (int64_t jb = jv0; jb <= hi; jb += kLoadBatch * static_cast<int64_t>(SG)) {  // kLoadBatch slots in flight
+    for (int64_t jb = jv0; jb <= hi; jb += kVBatch * static_cast<int64_t>(SG)) {  // kVBatch slots in flight
       if (jb != jv0) load_v(jb);
 #pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
+      for (int u = 0; u < kVBatch; ++u) {
         if (jb + u * SG > hi) break;
         float vv[E];
         kv_raw_to_floats<KV>(vraw[u], vv);
@@ -474,10 +476,14 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       if (decode_form && decode_kernel_applies<KV>(a)) {
         const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
         const unsigned grid = static_cast<unsigned>(blocks);
-        if (a.heads / a.kv_heads > kDecodeSmallGroup)
+        const bool paired = a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count};
+        if (a.heads / a.kv_heads > kDecodeSmallGroup && paired)
+          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, true>, grid, kDecodeThreads, 0, stream, a,
+                     chunks);
+        else if (a.heads / a.kv_heads > kDecodeSmallGroup)
           launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>, grid, kDecodeThreads, 0, stream, a,
                      chunks);
-        else if (a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count})
+        else if (paired)
           launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>, grid, kDecodeThreads, 0, stream, a,
                      chunks);
         else
