@@ -23,11 +23,7 @@ for r in "${runs[@]}"; do
   IFS='|' read -r name settings args <<<"$r"
   # shellcheck disable=SC2086
   env $settings timeout "${RUN_TIMEOUT:-240}" "$QLM_BUILD/qlm" bench-attention $args --json 2>>"$OUT/attention_err.txt" |
-    python3 -c 'import json, sys
-for line in sys.stdin:
-    if line.startswith("{"):
-        print(json.dumps(dict(json.loads(line), variant=sys.argv[1], settings=sys.argv[2].strip())))' \
-      "$name" "$settings" >>"$OUT/attention.jsonl" || echo "$name $args failed" >>"$OUT/attention_err.txt"
+    python3 scripts/tag_jsonl.py "$name" "$settings" >>"$OUT/attention.jsonl" || echo "$name $args failed" >>"$OUT/attention_err.txt"
 done
 python3 - "$OUT/attention.jsonl" <<'PY'
 import json, sys

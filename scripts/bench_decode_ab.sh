@@ -38,11 +38,7 @@ for r in "${runs[@]}"; do
   env $settings timeout "${RUN_TIMEOUT:-240}" "$QLM_BUILD/qlm" bench-decode "$model" --device cuda --dtype bf16 \
     --prompt-len "$prompt" --tokens "$tokens" --cuda-graph "$graph" --keep-synthetic "$keep" --json \
     2>>"$OUT/decode_ab_err.txt" |
-    python3 -c 'import json, sys
-for line in sys.stdin:
-    if line.startswith("{"):
-        print(json.dumps(dict(json.loads(line), variant=sys.argv[1], settings=sys.argv[2].strip())))' \
-      "$name" "$settings" >>"$OUT/decode_ab.jsonl" || echo "$name $model failed" >>"$OUT/decode_ab_err.txt"
+    python3 scripts/tag_jsonl.py "$name" "$settings" >>"$OUT/decode_ab.jsonl" || echo "$name $model failed" >>"$OUT/decode_ab_err.txt"
 done
 python3 - "$OUT/decode_ab.jsonl" <<'PY'
 import json, sys

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,10 +39,7 @@ TEST(CudaBenchAttentionCli, JsonLinePerContext) {
       "bench-attention --shape custom --heads 8 --kv-heads 2 --head-dim 64 --context 0,300 "
       "--capacity-factor 2 --layers 3 --iters 2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> rows = testing::json_lines(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json& j = rows[i];

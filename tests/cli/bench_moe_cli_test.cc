@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,7 @@ TEST(BenchMoeCli, CpuJsonLinePerM) {
       "bench-moe --shape custom --hidden 128 --intermediate 64 --experts 6 --top-k 2 --format gptq --bits 4 "
       "--group 32 --m 1,5 --iters 3 --threads 1 --bandwidth-gbps 10 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> rows = testing::json_lines(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json& j = rows[i];

@@ -34,4 +34,12 @@ QlmRun run_qlm(const std::string& args) {
   return run_qlm(args, scratch);
 }
 
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::istringstream lines(out);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
 }  // namespace qlm::testing

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.h"
 
@@ -20,5 +22,8 @@ std::filesystem::path qlm_binary();
 // goes through a file in `scratch`.
 QlmRun run_qlm(const std::string& args, const TempDir& scratch);
 QlmRun run_qlm(const std::string& args);
+
+// The JSON objects of a `--json` run that prints one per line (bench-moe, bench-attention); empty lines skipped.
+std::vector<nlohmann::json> json_lines(const std::string& out);
 
 }  // namespace qlm::testing
