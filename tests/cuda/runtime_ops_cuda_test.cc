@@ -358,8 +358,52 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
           ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
           const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
           EXPECT_EQ(dev.capacity(), capacity) << what;
+          const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0;  // rows are not whole vectors
+          EXPECT_EQ(ops::cu::attention_form(1, past, dev, p),
+                    per_head ? "per-head chunked" : capacity == 80000 ? "decode paired" : "decode")
+              << what;
           EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
         }
+}
+
+// The rule of launch_attention's kernels (host-only: runs without a GPU).
+TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
+  const auto form = [](int64_t tokens, int64_t heads, int64_t kv_heads, int64_t d, ops::cu::ElemType kv,
+                       int64_t slots_bound, int sm_count) {
+    ops::cu::AttentionArgs a;
+    a.tokens = tokens;
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.head_dim = d;
+    a.kv_type = kv;
+    a.past = slots_bound - 1;
+    a.slots_bound = slots_bound;
+    a.sm_count = sm_count;
+    a.chunks = ops::cu::attention_chunks(tokens, slots_bound);
+    a.split_slots = a.chunks > 0 ? ops::cu::kAttentionChunkSlots : 0;
+    return std::string(ops::cu::attention_form_name(ops::cu::attention_form(a)));
+  };
+  using ops::cu::ElemType;
+  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");                // prefill
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode");                  // one chunk
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");                 // 17 x 8 = 136 blocks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");      // 272 > 264 blocks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");             // 264: not more than twice
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 0), "decode");               // SM count unknown
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::F8E4M3, 80000, 132), "decode paired");       // group of 8
+  EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 4097, 132), "per-head chunked");       // group of 16
+  EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 200, 132), "per-head");
+  EXPECT_EQ(form(1, 4, 2, 20, ElemType::F32, 1500, 132), "decode");                    // 20 = 5 vectors of 4
+  EXPECT_EQ(form(1, 4, 2, 20, ElemType::BF16, 1500, 132), "per-head chunked");         // not whole vectors of 8
+  ops::cu::AttentionArgs graph_step;  // bound unknown, past on the device: only the per-head form is safe
+  graph_step.tokens = 1;
+  graph_step.heads = 32;
+  graph_step.kv_heads = 8;
+  graph_step.head_dim = 128;
+  graph_step.kv_type = ElemType::BF16;
+  int32_t past_slot = 0;
+  graph_step.past_dev = &past_slot;
+  EXPECT_EQ(ops::cu::attention_form(graph_step), ops::cu::AttentionForm::PerHead);
 }
 
 TEST(CudaRuntimeOps, AttentionOutputInActDtype) {

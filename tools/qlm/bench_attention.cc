@@ -11,7 +11,8 @@
 //   us          median time of one attention call (replay time / L);
 //   floor_us    bytes it must read (K and V of C + 1 slots, the query) and write / device-to-device
 //               copy bandwidth (read + write bytes per second, measured here on 1 GiB);
-//   chunks      the flash-decoding chunks the capacity gives (0: one block per kv head, no combine).
+//   chunks      the flash-decoding chunks the capacity gives (0: one block per kv head, no combine);
+//   form        the kernels that ran (per-head, per-head chunked, decode, decode paired: launch.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -137,6 +138,7 @@ void bench_attention(BenchAttentionOptions o) {
     ops::cu::DeviceKvCache cache(device, layers, o.kv_heads, o.head_dim, {kv_dtype});
     cache.reserve(static_cast<int64_t>(std::ceil(o.capacity_factor * static_cast<double>(slots))));
     fill_cache(cache, slots);
+    const std::string form = ops::cu::attention_form(1, context, cache, params);
     const auto step = [&] {
       for (int64_t l = 0; l < cache.layers(); ++l) (void)ops::cu::attention(q, context, cache, l, params, DType::BF16);
     };
@@ -158,6 +160,7 @@ void bench_attention(BenchAttentionOptions o) {
       j["context"] = context;
       j["capacity"] = cache.capacity();
       j["chunks"] = chunks;
+      j["form"] = form;
       j["layers"] = cache.layers();
       j["iters"] = o.iters;
       j["us"] = t;
@@ -170,10 +173,10 @@ void bench_attention(BenchAttentionOptions o) {
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf(
-          "%s kv %s context %lld (capacity %lld, %lld chunks, %lld layers): %.2f us; floor %.2f us (%.0f%%, "
+          "%s kv %s context %lld (capacity %lld, %lld chunks, %s, %lld layers): %.2f us; floor %.2f us (%.0f%%, "
           "%.1f MB at %.0f GB/s)\n",
           o.shape.c_str(), o.kv_dtype.c_str(), static_cast<long long>(context),
-          static_cast<long long>(cache.capacity()), static_cast<long long>(chunks),
+          static_cast<long long>(cache.capacity()), static_cast<long long>(chunks), form.c_str(),
           static_cast<long long>(cache.layers()), t, floor_us, 100.0 * floor_us / t, bytes * 1e-6, bandwidth);
     }
     std::fflush(stdout);

@@ -225,8 +225,9 @@ static_assert(kDecodeThreads % 32 == 0 && kDecodeMaxGroup >= 1);
 // accumulators of phase 3 are G_MAX x E registers per thread. Both have a paired form: two blocks per
 // multiprocessor (at most 128 registers), V requested after the scores instead of with K (both batches do not fit
 // in registers; groups of 8 keep half a batch of V in flight), so one block's loads overlap the other's math. It
-// pays only where blocks outnumber the multiprocessors twice (H200, Llama-3-8B heads, µs per call: 256 blocks 31.1 vs 37.8, 520 blocks 57.9 vs 74.3;
-// but 136 blocks 27.1 vs 22.7: one block per multiprocessor with both loads in flight is faster).
+// pays only where blocks outnumber the multiprocessors twice (H200, Llama-3-8B heads, µs per call: 256 blocks
+// 31.1 vs 37.8, 520 blocks 57.9 vs 74.3; but 136 blocks 27.1 vs 22.7: one block per multiprocessor with both
+// loads in flight is faster). attention_form (launch.h) holds the rule.
 constexpr int kDecodeSmallGroup = 4;
 static_assert(kDecodeSmallGroup <= kDecodeMaxGroup);
 
@@ -440,15 +441,43 @@ bool decode_form_enabled() {
   return enabled;
 }
 
+// KvVec<KV>::E for a cache type known at run time.
+int kv_vector_elems(ElemType kv) { return kv == ElemType::F32 ? 4 : 8; }
+static_assert(KvVec<ElemType::F32>::E == 4 && KvVec<ElemType::F16>::E == 8 && KvVec<ElemType::BF16>::E == 8 &&
+              KvVec<ElemType::F8E4M3>::E == 8 && KvVec<ElemType::F8E5M2>::E == 8);
+
 // Whether the decode kernel serves this call: one token, a group the block's warps cover, head rows of
 // whole vectors.
-template <ElemType KV>
 bool decode_kernel_applies(const AttentionArgs& a) {
-  const int64_t group = a.heads / a.kv_heads;
-  return a.tokens == 1 && group <= kDecodeMaxGroup && a.head_dim % KvVec<KV>::E == 0 &&
-         a.head_dim / KvVec<KV>::E <= kDecodeThreads;
+  const int64_t group = a.heads / a.kv_heads, E = kv_vector_elems(a.kv_type);
+  return a.tokens == 1 && group <= kDecodeMaxGroup && a.head_dim % E == 0 && a.head_dim / E <= kDecodeThreads;
 }
+
+// The chunks of a call: a.chunks for a single token with split slots, else 0 (one block per (token, head)).
+int64_t chunks_of(const AttentionArgs& a) { return a.split_slots > 0 && a.tokens == 1 ? a.chunks : 0; }
 }  // namespace
+
+AttentionForm attention_form(const AttentionArgs& a) {
+  const int64_t chunks = chunks_of(a);
+  // A single decode token without chunks runs the decode form only where every slot lies in chunk 0.
+  const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
+                                                  : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
+  if (decode_form_enabled() && (chunks > 0 || within_one_chunk) && decode_kernel_applies(a)) {
+    const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
+    return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
+  }
+  return chunks > 0 ? AttentionForm::PerHeadChunked : AttentionForm::PerHead;
+}
+
+const char* attention_form_name(AttentionForm form) {
+  switch (form) {
+    case AttentionForm::PerHead: return "per-head";
+    case AttentionForm::PerHeadChunked: return "per-head chunked";
+    case AttentionForm::Decode: return "decode";
+    case AttentionForm::DecodePaired: return "decode paired";
+  }
+  return "?";
+}
 
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound) {
   if (tokens != 1 || slots_bound <= kAttentionChunkSlots) return 0;
@@ -460,23 +489,19 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.head_dim <= 0 || a.head_dim > kMaxAttentionHeadDim || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
       a.tokens * a.heads > int64_t{0x7fffffff})
     return cudaErrorInvalidValue;
-  const int64_t chunks = a.split_slots > 0 && a.tokens == 1 ? a.chunks : 0;  // else one block per (token, head)
+  const int64_t chunks = chunks_of(a);
   if (chunks > 0 && (a.partial == nullptr || a.split_slots != kAttentionChunkSlots || chunks > kCombineMaxChunks ||
                      chunks * a.heads > int64_t{0x7fffffff}))
     return cudaErrorInvalidValue;
-  // A single decode token without chunks runs the decode form only where every slot lies in chunk 0.
-  const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
-                                                  : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
-  const bool decode_form = decode_form_enabled() && (chunks > 0 || within_one_chunk);
+  const AttentionForm form = attention_form(a);
   cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       const unsigned threads = kWarps * 32;
-      if (decode_form && decode_kernel_applies<KV>(a)) {
-        const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
-        const unsigned grid = static_cast<unsigned>(blocks);
-        const bool paired = a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count};
+      if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
+        const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * a.kv_heads);
+        const bool paired = form == AttentionForm::DecodePaired;
         if (a.heads / a.kv_heads > kDecodeSmallGroup && paired)
           launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, true>, grid, kDecodeThreads, 0, stream, a,
                      chunks);
@@ -489,7 +514,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
         else
           launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>, grid, kDecodeThreads, 0, stream, a,
                      chunks);
-      } else if (chunks > 0) {
+      } else if (form == AttentionForm::PerHeadChunked) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
       } else {
         launch_pdl(attention_kernel<KV, OUT>, static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream, a);

@@ -153,46 +153,63 @@ Tensor prepare_attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, int
   return q;
 }
 
-Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
-                 const AttentionParams& p, DType out, const int32_t* past_dev) {
-  check_f32_matrix(qkv);
-  const int64_t tokens = qkv.size(0);
-  QLM_CHECK(p.kv_heads == cache.kv_heads() && p.head_dim == cache.head_dim() && p.heads % p.kv_heads == 0);
-  QLM_CHECK(past >= 0 && past + tokens <= cache.capacity() && p.heads * p.head_dim <= qkv.size(1));
-  if (p.head_dim > kMaxAttentionHeadDim)
-    fail("device.unsupported", {}, "run this model with --device cpu",
-         "CUDA attention supports head_dim up to {}, the model has {}", kMaxAttentionHeadDim, p.head_dim);
-  Tensor y = Tensor::empty({tokens, p.heads * p.head_dim}, out, qkv.device());
+namespace {
+
+// What decides attention()'s kernels (launch.h, AttentionForm): everything but the data pointers.
+AttentionArgs attention_shape_args(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& p) {
   AttentionArgs a;
-  a.q = qkv.data<float>();
-  a.q_stride = qkv.size(1);
   a.tokens = tokens;
   a.past = past;
-  a.past_dev = past_dev;
-  a.k = cache.k(layer).raw_data();
-  a.v = cache.v(layer).raw_data();
   a.kv_type = kv_elem_type(cache.encoding().dtype);
   a.heads = p.heads;
   a.kv_heads = p.kv_heads;
   a.head_dim = p.head_dim;
   a.scale = p.scale;
+  a.sliding_window = p.sliding_window;
+  a.slots_bound = cache.capacity();
+  a.sm_count = qlm::cuda::context(cache.device().index).sm_count;
+  if (const int64_t chunks = attention_chunks(tokens, cache.capacity()); chunks > 0) {
+    a.split_slots = kAttentionChunkSlots;
+    a.chunks = chunks;
+  }
+  return a;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer, const AttentionParams& p,
+                 DType out, const int32_t* past_dev) {
+  check_f32_matrix(qkv);
+  const int64_t tokens = qkv.size(0);
+  QLM_CHECK(p.kv_heads == cache.kv_heads() && p.head_dim == cache.head_dim() && p.heads % p.kv_heads == 0);
+  QLM_CHECK(past >= 0 && past + tokens <= cache.capacity() && p.heads * p.head_dim <= qkv.size(1));
+  QLM_CHECK(qkv.device() == cache.device());
+  if (p.head_dim > kMaxAttentionHeadDim)
+    fail("device.unsupported", {}, "run this model with --device cpu",
+         "CUDA attention supports head_dim up to {}, the model has {}", kMaxAttentionHeadDim, p.head_dim);
+  Tensor y = Tensor::empty({tokens, p.heads * p.head_dim}, out, qkv.device());
+  AttentionArgs a = attention_shape_args(tokens, past, cache, p);
+  a.q = qkv.data<float>();
+  a.q_stride = qkv.size(1);
+  a.past_dev = past_dev;
+  a.k = cache.k(layer).raw_data();
+  a.v = cache.v(layer).raw_data();
   a.k_scales = cache.device_k_scales(layer);  // uploaded by the cache write of this forward
   a.v_scales = cache.device_v_scales(layer);
-  a.sliding_window = p.sliding_window;
   a.out = y.raw_data();
   a.out_type = elem_type(out);
   a.out_stride = p.heads * p.head_dim;
-  a.slots_bound = cache.capacity();
-  a.sm_count = qlm::cuda::context(qkv.device().index).sm_count;
   Tensor partial;  // chunked decode: per (head, chunk) softmax states
-  if (const int64_t chunks = attention_chunks(tokens, cache.capacity()); chunks > 0) {
-    partial = Tensor::empty({p.heads * chunks * (2 + p.head_dim)}, DType::F32, qkv.device());
-    a.split_slots = kAttentionChunkSlots;
-    a.chunks = chunks;
+  if (a.chunks > 0) {
+    partial = Tensor::empty({p.heads * a.chunks * (2 + p.head_dim)}, DType::F32, qkv.device());
     a.partial = partial.data<float>();
   }
   QLM_CUDA_CHECK(launch_attention(a, stream_of(qkv)));
   return y;
+}
+
+std::string attention_form(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& p) {
+  return attention_form_name(attention_form(attention_shape_args(tokens, past, cache, p)));
 }
 
 }  // namespace qlm::ops::cu

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "core/tensor.h"
 #include "runtime/ops/attention.h"
@@ -62,5 +63,8 @@ Tensor prepare_attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, int
 // (a CUDA graph's decode step); the host value still bounds-checks.
 Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, int64_t layer,
                  const AttentionParams& params, DType out, const int32_t* past_dev = nullptr);
+// The kernels attention() runs for `tokens` queries after `past` slots of `cache` (launch.h's AttentionForm by
+// name: "per-head", "per-head chunked", "decode", "decode paired"), for benchmarks and tests.
+std::string attention_form(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& params);
 
 }  // namespace qlm::ops::cu

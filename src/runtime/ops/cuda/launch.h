@@ -120,6 +120,16 @@ inline constexpr int64_t kAttentionChunkSlots = 256;
 // capacity): more than one only for a single token past one chunk; 0 = no split.
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 
+// The kernels launch_attention runs for `a` (host-only, so the rule is testable without a GPU):
+//   PerHead         one block per (query token, head) over every visible slot (prefill; decode where the decode
+//                   kernel does not apply and the cache fits one chunk);
+//   PerHeadChunked  the same per (head, chunk), then the combine (decode past one chunk without the decode kernel);
+//   Decode          one block per (kv head, chunk) serving the group's query heads (+ the combine past one chunk);
+//   DecodePaired    the same, two blocks per multiprocessor, where blocks > 2 x a.sm_count.
+enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3 };
+AttentionForm attention_form(const AttentionArgs& a);
+const char* attention_form_name(AttentionForm form);
+
 // Causal GQA attention, F32 math with an online softmax; one block per (query token, head) for prefill,
 // one block per (kv head, chunk) serving the kv head's query heads for a single decode token
 // (attention.cu), chunked as above. QLM_ATTENTION_DECODE=0 runs decode in the per-(token, head) form.
