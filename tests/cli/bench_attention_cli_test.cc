@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "cuda/device.h"
 #include "support/run_qlm.h"
 
@@ -48,7 +49,8 @@ TEST(CudaBenchAttentionCli, JsonLinePerContext) {
     EXPECT_EQ(j["capacity"], std::max<int64_t>(16, 2 * (context + 1)));  // the cache's first size is 16 at least
     EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);                              // 602 slots: 3 chunks of 256
     EXPECT_EQ(j["layers"], 3);
-    EXPECT_EQ(j["form"], "decode");  // group of 4, head size 64: the decode kernel, one block per SM at most
+    // Group of 4, head size 64: the decode kernel, one block per SM at most (per-head with the decode forms off).
+    EXPECT_EQ(j["form"], env_switch_on("QLM_ATTENTION_DECODE") ? "decode" : i == 0 ? "per-head" : "per-head chunked");
     EXPECT_GT(j["us"].get<double>(), 0);
     // K and V of context + 1 slots (2 kv heads x 64, bf16), the F32 query in, the BF16 output.
     const double bytes = 2.0 * static_cast<double>((context + 1) * 128 * 2) + 4.0 * 512 + 2.0 * 512;

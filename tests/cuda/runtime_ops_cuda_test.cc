@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/float_convert.h"
 #include "cuda/device.h"
 #include "runtime/ops/activation.h"
@@ -358,7 +359,8 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
           ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
           const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
           EXPECT_EQ(dev.capacity(), capacity) << what;
-          const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0;  // rows are not whole vectors
+          const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0  // rows are not whole vectors
+                                || !env_switch_on("QLM_ATTENTION_DECODE");
           EXPECT_EQ(ops::cu::attention_form(1, past, dev, p),
                     per_head ? "per-head chunked" : capacity == 80000 ? "decode paired" : "decode")
               << what;
@@ -368,6 +370,7 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
 
 // The rule of launch_attention's kernels (host-only: runs without a GPU).
 TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
+  if (!env_switch_on("QLM_ATTENTION_DECODE")) GTEST_SKIP() << "QLM_ATTENTION_DECODE=0 turns the decode forms off";
   const auto form = [](int64_t tokens, int64_t heads, int64_t kv_heads, int64_t d, ops::cu::ElemType kv,
                        int64_t slots_bound, int sm_count) {
     ops::cu::AttentionArgs a;
