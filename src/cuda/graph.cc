@@ -33,8 +33,8 @@ const char* node_kind(cudaGraphNodeType type) {
   }
 }
 
-// "N nodes", then the count of each kind where some node is not a kernel.
-std::string summarize_nodes(cudaGraph_t graph) {
+// "N nodes", then the count of each kind where some node is not a kernel; N in *count.
+std::string summarize_nodes(cudaGraph_t graph, size_t* count) {
   size_t n = 0;
   QLM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
   std::vector<cudaGraphNode_t> nodes(n);
@@ -45,6 +45,7 @@ std::string summarize_nodes(cudaGraph_t graph) {
     QLM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     ++kinds[node_kind(type)];
   }
+  *count = n;
   std::string s = fmt::format("{} nodes", n);
   if (kinds.size() > 1 || (kinds.size() == 1 && !kinds.contains("kernel"))) {
     const char* sep = ": ";
@@ -95,8 +96,7 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(int index, const std::func
   g->index_ = index;
   g->graph_ = graph;
   g->exec_ = exec;
-  QLM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &g->nodes_));
-  g->node_summary_ = summarize_nodes(graph);
+  g->node_summary_ = summarize_nodes(graph, &g->nodes_);
   return g;
 }
 

@@ -198,7 +198,6 @@ std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_
 #include "kernels/cuda/wna16_device.h"
 #include "kernels/cuda/wna16_fast_kernels.h"
 #include "kernels/cuda/wna16_fast_layout.h"
-#include "core/env_switch.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/cuda/wna16_kernels.h"
 #include "kernels/cuda/wna16_wgmma.h"

@@ -23,8 +23,6 @@
 // (chunked the same way when the capacity passes one chunk).
 #include <math.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "core/env_switch.h"
@@ -318,9 +316,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
   };
   // The paired form (two blocks per multiprocessor, at most 128 registers) cannot hold K and V batches at once:
   // there V is requested after the scores, during the softmax, while the other block computes.
-  constexpr bool kEarlyV = !kPaired;
   load_k(0);
-  if constexpr (kEarlyV) load_v(jv0);
+  if constexpr (!kPaired) load_v(jv0);
 #pragma unroll
   for (int r = 0; r < kQPerThread; ++r)
     if (tid + r * kDecodeThreads < G * d) qs[tid + r * kDecodeThreads] = qv[r];
@@ -356,7 +353,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
     for (int g = 0; g < G_MAX; ++g)
       if (g < G) ps[g][tid] = scored ? dot[g] * score_scale : -INFINITY;
   }
-  if constexpr (!kEarlyV) load_v(jv0);
+  if constexpr (kPaired) load_v(jv0);
   __syncthreads();
 
   // (2) Softmax over the chunk: warp g takes head g.
@@ -501,19 +498,14 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       const unsigned threads = kWarps * 32;
       if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
         const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * a.kv_heads);
+        const auto launch = [&](auto kernel) { launch_pdl(kernel, grid, kDecodeThreads, 0, stream, a, chunks); };
         const bool paired = form == AttentionForm::DecodePaired;
-        if (a.heads / a.kv_heads > kDecodeSmallGroup && paired)
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, true>, grid, kDecodeThreads, 0, stream, a,
-                     chunks);
-        else if (a.heads / a.kv_heads > kDecodeSmallGroup)
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>, grid, kDecodeThreads, 0, stream, a,
-                     chunks);
-        else if (paired)
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>, grid, kDecodeThreads, 0, stream, a,
-                     chunks);
+        if (a.heads / a.kv_heads > kDecodeSmallGroup)
+          paired ? launch(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, true>)
+                 : launch(decode_attention_kernel<KV, OUT, kDecodeMaxGroup, false>);
         else
-          launch_pdl(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>, grid, kDecodeThreads, 0, stream, a,
-                     chunks);
+          paired ? launch(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, true>)
+                 : launch(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>);
       } else if (form == AttentionForm::PerHeadChunked) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
       } else {
