@@ -277,7 +277,8 @@ TEST_F(CudaWna16FastTest, DecodeCallsCaptureOnlyKernels) {
       const Tensor x = Tensor::zeros({M, s.K}, DType::BF16, Device::cuda(0));
       Tensor y = Tensor::empty({M, s.N}, DType::BF16, Device::cuda(0));
       std::string why;
-      const auto graph = cuda::CapturedGraph::capture(0, [&] { kernel->run(x, y, nullptr); }, &why);
+      const auto graph = cuda::CapturedGraph::capture(
+          0, [&] { kernel->run(x, y, nullptr); }, &why);
       ASSERT_TRUE(graph) << why;
       EXPECT_EQ(graph->node_summary().find("memset"), std::string::npos)
           << kernel->path(M) << " M=" << M << ": " << graph->node_summary();
@@ -340,12 +341,41 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
 
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.
 TEST(Wna16FastPaths, StagesInOneGroup) {
-  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(8, 512));    // g128
-  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(16, 512));   // g256
-  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(33, 33));    // channelwise, K = 520: a partial last stage
-  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(4, 512));   // g64: two groups per stage
-  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(6, 36));    // g96: groups across stage boundaries
-  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(12, 24));   // two groups of 12: stage 1 spans both
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(8, 512));   // g128
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(16, 512));  // g256
+  EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(33, 33));   // channelwise, K = 520: a partial last stage
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(4, 512));  // g64: two groups per stage
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(6, 36));   // g96: groups across stage boundaries
+  EXPECT_FALSE(cuda::wna16_wgmma_stages_in_one_group(12, 24));  // two groups of 12: stage 1 spans both
+}
+
+// The 4-bit GEMV kernel's full-wave test (2 blocks per multiprocessor, >= 8 k-tiles per warp) and its place in
+// the rule: 4-bit, M <= 8, only with a known SM count. On 132 SMs (H200): the Llama-3 o and down layers fill one
+// wave (64 column blocks x 4 splits, 128 x 2), qkv and gate_up do not (96 x 2 = 192 of 264 slots, 160 x 1, 448 >
+// 264); a short K leaves too few k-tiles per warp.
+TEST(Wna16FastPaths, Gemv4FullWave) {
+  EXPECT_TRUE(wna16_gemv4_full_wave(4096, 4096, 132));    // 8b.o
+  EXPECT_TRUE(wna16_gemv4_full_wave(14336, 4096, 132));   // 8b.down
+  EXPECT_TRUE(wna16_gemv4_full_wave(8192, 8192, 132));    // 70b.o
+  EXPECT_TRUE(wna16_gemv4_full_wave(28672, 8192, 132));   // 70b.down
+  EXPECT_FALSE(wna16_gemv4_full_wave(4096, 6144, 132));   // 8b.qkv
+  EXPECT_FALSE(wna16_gemv4_full_wave(8192, 10240, 132));  // 70b.qkv
+  EXPECT_FALSE(wna16_gemv4_full_wave(4096, 28672, 132));  // 8b.gate_up
+  EXPECT_FALSE(wna16_gemv4_full_wave(8192, 57344, 132));  // 70b.gate_up
+  EXPECT_FALSE(wna16_gemv4_full_wave(1024, 4096, 132));   // 64 k-tiles over 4 splits: 2 per warp
+  EXPECT_FALSE(wna16_gemv4_full_wave(8192, 8192, 0));     // SM count unknown
+  EXPECT_TRUE(wna16_gemv4_full_wave(8192, 7680, 60));     // 120 blocks in 120 slots, 512 k-tiles
+  for (int64_t M : {1, 4, 8}) {
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true, 132), Wna16FastPath::Stream) << M;
+  }
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true, 132), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(9, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);  // 8-bit: its own bound
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, true, true, 0), Wna16FastPath::Tiled);
+  EXPECT_NE(wna16_fast_path_summary(8192, 8192, 4, true, true, 132).find("M 1-8 gemv"), std::string::npos)
+      << wna16_fast_path_summary(8192, 8192, 4, true, true, 132);
 }
 
 // The run-time rule: stream for 4-bit M <= 16 on large layers (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
@@ -413,20 +443,20 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(65, 4096, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
   EXPECT_EQ(wna16_wgmma_rule_tile(24, 8192, 57344), 4);
-  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 8);   // >= 1e8: 64 x 384
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 8);  // >= 1e8: 64 x 384
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 4096, 28672), 8);
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 8192, 10240), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 6144), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(65, 8192, 57344), 6);    // 4.7e8: 128 x 256 above 64 tokens
+  EXPECT_EQ(wna16_wgmma_rule_tile(65, 8192, 57344), 6);  // 4.7e8: 128 x 256 above 64 tokens
   EXPECT_EQ(wna16_wgmma_rule_tile(191, 28672, 8192), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192), 6);   // 2.3e8: from 192
   EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
-  EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);   // 6.7e7
-  EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);  // 5.9e7
-  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), 3);    // 6.7e7: below the stream kernel's bound
+  EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);    // 6.7e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);   // 5.9e7
+  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), 3);     // 6.7e7: below the stream kernel's bound
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 1);   // 8.4e7: 64 x 128
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 4);   // 1.2e8

@@ -56,8 +56,8 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
 }
 
 std::atomic<int> g_forced_path{0};
-std::atomic<int> g_wgmma_tile{-1};  // set_wna16_wgmma_tile
-std::atomic<int> g_wgmma_late{-1};  // set_wna16_wgmma_late
+std::atomic<int> g_wgmma_tile{-1};       // set_wna16_wgmma_tile
+std::atomic<int> g_wgmma_late{-1};       // set_wna16_wgmma_late
 std::atomic<int> g_wgmma_one_group{-1};  // set_wna16_wgmma_one_group
 
 Wna16FastPath env_path() {
@@ -122,7 +122,11 @@ struct RuleBounds {
   int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1;
 };
 
-Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, const RuleBounds& e) {
+Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count,
+                        const RuleBounds& e) {
+  // 4-bit, few tokens, a plan of one full wave: the GEMV kernel (unless the environment sets the small-M bounds).
+  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 && wna16_gemv4_full_wave(K, N, sm_count))
+    return Wna16FastPath::Gemv;
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
   // environment's bound holds for every layer and width.
@@ -141,20 +145,29 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
 
 }  // namespace
 
-Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
+bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) {
+  const int64_t n_blocks = (N + 63) / 64, k_tiles = (K + 15) / 16;
+  const int64_t slots = int64_t{kWna16Gemv4BlocksPerSm} * sm_count;
+  if (sm_count <= 0 || n_blocks > slots) return false;
+  const int64_t splits = slots / n_blocks;
+  return n_blocks * splits * 10 >= slots * 9 && k_tiles / splits >= 8 * 8;
+}
+
+Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok,
+                                  int sm_count) {
   static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1), env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
                                  env_int("QLM_W4FAST_CUBLAS_MIN_M", 0), env_int("QLM_W4FAST_STREAM_MAX_M", -1)};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;
   if (env != Wna16FastPath::Auto) return env;
-  return rule_path(M, K, N, bits, stream_ok, wgmma_ok, bounds);
+  return rule_path(M, K, N, bits, stream_ok, wgmma_ok, sm_count, bounds);
 }
 
-std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok) {
+std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count) {
   const RuleBounds defaults;
   const auto label = [&](int64_t M) -> std::string {
-    switch (rule_path(M, K, N, bits, stream_ok, wgmma_ok, defaults)) {
+    switch (rule_path(M, K, N, bits, stream_ok, wgmma_ok, sm_count, defaults)) {
       case Wna16FastPath::Stream: return "stream";
       case Wna16FastPath::Gemv: return "gemv";
       case Wna16FastPath::Tiled: return "tiled";
@@ -348,17 +361,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       run_stream(ctx, xk, ldx, M, b, y);
       return;
     }
-    const int mt = cuda::wna16_fast_mt(M);
-    const int64_t m_tiles = (M + 8 * mt - 1) / (8 * mt);
-    const int splits = plan_splits(ctx.sm_count, m_tiles, mt);
-    Tensor ws;
-    unsigned* counters = nullptr;
-    if (splits > 1) {
-      ws = Tensor::empty({splits * m_tiles * a_.n_blocks * 512 * mt}, DType::F32, cfg_.device);
-      counters = counters_for(m_tiles * a_.n_blocks);
-    }
-    QLM_CUDA_CHECK(cuda::launch_wna16_fast_gemm(a_, xk, ldx, M, splits, splits > 1 ? ws.data<float>() : nullptr,
-                                                counters, b, y.raw_data(), ctx.stream));
+    run_gemv(ctx, xk, ldx, M, b, y);
   }
 
   size_t weight_bytes() const override {
@@ -507,13 +510,46 @@ class CudaWna16FastKernel final : public MPLinearKernel {
                                   static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
-  // Split-K: enough blocks for several waves of resident blocks with little tail, every warp keeping
-  // at least 8 k-tiles (two pipeline rounds).
-  int plan_splits(int sm_count, int64_t m_tiles, int mt) const {
-    const int64_t slots =
-        std::max(1, sm_count) * int64_t{cuda::wna16_fast_occupancy(a_.bits, a_.bf16, mt, a_.zeros != nullptr)};
+  // The GEMV-shaped kernels: 4-bit codes on wna16_gemv4_kernels.cu (late scaling, 8 warps, PDL), 8-bit on
+  // wna16_fast_kernels.cu. Tuning: QLM_W4FAST_GEMV_SPLITS=n (> 0) fixes the split count.
+  void run_gemv(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
+    const int mt = cuda::wna16_fast_mt(M);
+    const int64_t m_tiles = (M + 8 * mt - 1) / (8 * mt);
+    const bool v4 = a_.bits == 4;
+    const bool zp = a_.zeros != nullptr;
+    static const int64_t forced_splits = env_int("QLM_W4FAST_GEMV_SPLITS", 0);
+    int splits = 0;
+    if (forced_splits > 0) {
+      splits = static_cast<int>(std::min<int64_t>(forced_splits, a_.k_tiles));
+    } else if (v4) {
+      // One wave where the column blocks fit in the resident slots (the rule's full-wave plans), else waves.
+      const int occupancy = cuda::wna16_gemv4_occupancy(a_.bf16, mt, zp);
+      const int64_t slots = int64_t{std::max(1, ctx.sm_count)} * occupancy, base = m_tiles * a_.n_blocks;
+      const int64_t max_splits = std::clamp<int64_t>(a_.k_tiles / (cuda::kWna16Gemv4Warps * 4), 1, 64);
+      splits = base <= slots ? static_cast<int>(std::min(slots / base, max_splits))
+                             : plan_splits(ctx.sm_count, m_tiles, occupancy, cuda::kWna16Gemv4Warps, 4);
+    } else {
+      splits = plan_splits(ctx.sm_count, m_tiles, cuda::wna16_fast_occupancy(a_.bits, a_.bf16, mt, zp),
+                           cuda::kWna16FastWarps, 8);
+    }
+    Tensor ws;
+    unsigned* counters = nullptr;
+    if (splits > 1) {
+      ws = Tensor::empty({splits * m_tiles * a_.n_blocks * 512 * mt}, DType::F32, cfg_.device);
+      counters = counters_for(m_tiles * a_.n_blocks);
+    }
+    float* wsp = splits > 1 ? ws.data<float>() : nullptr;
+    QLM_CUDA_CHECK(
+        v4 ? cuda::launch_wna16_gemv4(a_, xk, ldx, M, splits, wsp, counters, b, y.raw_data(), ctx.stream)
+           : cuda::launch_wna16_fast_gemm(a_, xk, ldx, M, splits, wsp, counters, b, y.raw_data(), ctx.stream));
+  }
+
+  // Split-K: enough blocks for several waves of resident blocks (occupancy per multiprocessor) with little tail,
+  // every warp of `warps` keeping at least `min_tiles` k-tiles.
+  int plan_splits(int sm_count, int64_t m_tiles, int occupancy, int warps, int min_tiles) const {
+    const int64_t slots = std::max(1, sm_count) * int64_t{std::max(1, occupancy)};
     const int64_t base = m_tiles * a_.n_blocks;
-    const int64_t max_splits = std::clamp<int64_t>(a_.k_tiles / (cuda::kWna16FastWarps * 8), 1, 64);
+    const int64_t max_splits = std::clamp<int64_t>(a_.k_tiles / (int64_t{warps} * min_tiles), 1, 64);
     int best = 1;
     double best_score = -1;
     for (int64_t s = 1; s <= max_splits; ++s) {
@@ -550,13 +586,14 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled), the wgmma kernel sm_90 and 4-bit
   // weights in a build with the sm_90a kernels (else tiled).
   Wna16FastPath path_for(int64_t M) const {
-    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, true, wgmma_usable(M));
+    Wna16FastPath path =
+        wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, true, wgmma_usable(M), sm_count());
     if (path == Wna16FastPath::Wgmma) {
       if (wgmma_usable(M)) return path;
       path = Wna16FastPath::Tiled;  // forced, but it cannot run here (not sm_90a, 8-bit, no sm_90a kernels)
     }
     if (path == Wna16FastPath::Stream && !stream_usable(M)) {
-      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false, wgmma_usable(M));
+      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false, wgmma_usable(M), sm_count());
       if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but it cannot run here
     }
     if (path == Wna16FastPath::Tiled &&
@@ -566,7 +603,13 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     return path;
   }
 
+  int sm_count() const {
+    if (sm_count_ < 0) sm_count_ = cuda::context(cfg_.device.index).sm_count;
+    return sm_count_;
+  }
+
   MPLinearLayerConfig cfg_;
+  mutable int sm_count_ = -1;
   Tensor codes_, scales_, zeros_, row_source_;
   mutable Tensor counters_;
   mutable std::vector<Tensor> outgrown_counters_;
@@ -579,6 +622,16 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   bool prepared_ = false;
 };
 
+// Multiprocessors of `device` if it is a CUDA device present here, else 0 (a plan made for another machine).
+int present_sm_count(const Device& device) {
+  int n = 0;
+  if (device.is_cpu() || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device.index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 const MPKernelRegistrar kRegisterCudaWna16Fast{{
     .name = "cuda_wna16_fast",
     .backend = "cuda",
@@ -589,11 +642,12 @@ const MPKernelRegistrar kRegisterCudaWna16Fast{{
       return std::make_unique<CudaWna16FastKernel>(c);
     },
     // The rule's paths for this layer on the planned device (the stream kernel needs sm_90; the wgmma
-    // kernel sm_90 and this build's sm_90a kernels).
+    // kernel sm_90 and this build's sm_90a kernels; the 4-bit GEMV's full-wave test the device's
+    // multiprocessors, where that device is present).
     .paths =
         [](const MPLinearLayerConfig& c) {
           return wna16_fast_path_summary(c.K_p, c.N_p, c.weight_type.bits, c.capability >= 90,
-                                         c.capability == 90 && wna16_wgmma_compiled());
+                                         c.capability == 90 && wna16_wgmma_compiled(), present_sm_count(c.device));
         },
 }};
 

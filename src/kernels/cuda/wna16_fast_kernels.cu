@@ -1,6 +1,7 @@
 // Kernels of `cuda_wna16_fast`: tensor-core (mma.sync m16n8k16) weight-only GEMM streaming repacked
-// 4/8-bit codes once, split-K with an in-kernel reduction by the last block of each tile; an
-// activation gather for act-order / padded groups; and a dequantizer for the large-M cuBLAS path.
+// 8-bit codes once (4-bit codes: wna16_gemv4_kernels.cu), split-K with an in-kernel reduction by the last
+// block of each tile; an activation gather for act-order / padded groups; and a dequantizer for the large-M cuBLAS
+// path.
 //
 // Conversion (exact): a 4-bit code pair masked into the mantissas of 0x6400 (f16 1024) or 0x4300
 // (bf16 128) is base + code; 8-bit f16 likewise with 0x6400; 8-bit bf16 goes through f32 (2^23 + code).
@@ -8,8 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
+#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
@@ -246,7 +247,8 @@ int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp) {
       bits, bf16, mt, zp,
       [](auto v) {
         using V = decltype(v);
-        return occupancy_of<V::kBits, V::kBf16, V::kMt, V::kZp>();
+        if constexpr (V::kBits == 8) return occupancy_of<V::kBits, V::kBf16, V::kMt, V::kZp>();
+        return 0;  // 4-bit codes run wna16_gemv4_kernels.cu
       },
       0);
 }
@@ -267,7 +269,9 @@ cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_
       w.bits, w.bf16, wna16_fast_mt(M), w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return gemm_launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
+        if constexpr (V::kBits == 8)
+          return gemm_launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, splits, ws, counters, bias, y, stream);
+        return cudaErrorInvalidValue;  // 4-bit codes run wna16_gemv4_kernels.cu
       },
       cudaErrorInvalidValue);
 }

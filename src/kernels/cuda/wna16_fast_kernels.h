@@ -23,17 +23,25 @@ constexpr int kWna16FastWarps = 4;
 
 // Rows of one m-tile: 8 * mt, mt in {1, 2, 4}.
 inline int wna16_fast_mt(int64_t M) { return M <= 8 ? 1 : M <= 16 ? 2 : 4; }
-// Resident blocks per multiprocessor of the GEMM instantiation for (bits, bf16, mt, zp).
+// Resident blocks per multiprocessor of the GEMM instantiation for (bits, bf16, mt, zp); 8-bit codes only (0 for 4).
 int wna16_fast_occupancy(int bits, bool bf16, int mt, bool zp);
 
 // xg[m, j] = x[m, row_source[j]] (0 for row_source -1); x [M, K], xg [M, rows], 16-bit elements.
 cudaError_t launch_wna16_fast_gather(const void* x, int64_t M, int64_t K, const int32_t* row_source, int64_t rows,
                                      void* xg, cudaStream_t stream);
-// y[M, N] = x · W (+ bias). x: [M, ldx] 16-bit in packed-row order (ldx % 4 == 0). Grid:
+// y[M, N] = x · W (+ bias), 8-bit codes (4-bit: launch_wna16_gemv4). x: [M, ldx] 16-bit in packed-row order
+// (ldx % 4 == 0). Grid:
 // m-tiles x n_blocks x splits; splits > 1 needs ws (floats: splits * m_tiles * n_blocks * 512 * mt)
 // and counters (n_blocks * m_tiles unsigned, zero; left zero).
 cudaError_t launch_wna16_fast_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
                                    unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+// GEMV-shaped kernel for 4-bit codes (wna16_gemv4_kernels.cu): warps stream their own k-tiles of one 64-column
+// block into registers and scale late; grid m-tiles x n_blocks x splits like launch_wna16_fast_gemm (same ws and
+// counters contract); launched for programmatic dependent launch where pdl_launches().
+constexpr int kWna16Gemv4Warps = 8;
+int wna16_gemv4_occupancy(bool bf16, int mt, bool zp);
+cudaError_t launch_wna16_gemv4(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int splits, float* ws,
+                               unsigned* counters, const float* bias, void* y, cudaStream_t stream);
 // Tiled GEMM (wna16_tiled_kernels.cu): block tiles of 256 columns x 8 * mt tokens, mt in {1, 2, 4, 8},
 // a cp.async shared-memory pipeline over stages of 8 k-tiles, split-K over blockIdx.z.
 constexpr int kWna16TiledCols = 256;
@@ -61,8 +69,8 @@ int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t M, int blocks)
 // copy per stage where a tensor map of x can be made (x 16-byte aligned, ldx a multiple of 8), else (and
 // with x_boxes false) one bulk copy per token row and stage.
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
-                                     bool x_boxes, cudaStream_t stream);
+                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes,
+                                     cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

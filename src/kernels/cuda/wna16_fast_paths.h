@@ -1,6 +1,7 @@
 // The run-time rule of `cuda_wna16_fast`: which of its three paths runs a call with M tokens.
 // Plain C++ (built without CUDA too, so tests and tools can name the paths everywhere).
-//   gemv   — the split-K register-prefetch kernel (wna16_fast_kernels.cu), small M;
+//   gemv   — the split-K register-prefetch kernels, small M (4-bit: wna16_gemv4_kernels.cu, 8-bit:
+//            wna16_fast_kernels.cu);
 //   tiled  — the cp.async-pipelined tiled tensor-core GEMM (wna16_tiled_kernels.cu);
 //   stream — the producer-warp, bulk-copy, stream-K GEMM for M <= 32 (wna16_stream_kernels.cu,
 //            sm_90 only: elsewhere the kernel runs tiled instead);
@@ -39,7 +40,9 @@ inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
-// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights on layers of
+// The path the rule picks for M tokens of a K x N layer (never Auto): gemv for 4-bit weights at M <= 8 where its
+// split-K plan fills one full wave of the GPU's sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0:
+// unknown, never); stream for 4-bit weights on layers of
 // K * N >= 7.5e7 (sm_90), M <= 16; wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
 // and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
 // dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
@@ -50,11 +53,19 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
 // QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
 // (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that
-// M, at most 32, on every layer and width; 0: never), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead of the tiles' rule).
-// stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes on as
-// if its bound were 0.
+// M, at most 32, on every layer and width; 0: never), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead
+// of the tiles' rule). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes
+// on as if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
-                                  bool wgmma_ok = false);
+                                  bool wgmma_ok = false, int sm_count = 0);
+// Blocks of the 4-bit GEMV kernel resident per multiprocessor at M <= 8 (its launch bounds guarantee it).
+inline constexpr int kWna16Gemv4BlocksPerSm = 2;
+// Whether the 4-bit GEMV kernel's plan for a K x N layer at M <= 8 is one full wave: with n_blocks = N / 64 column
+// blocks and slots = kWna16Gemv4BlocksPerSm * sm_count, splits = slots / n_blocks >= 1 give at least 90 % of the
+// slots, and every warp (8 per block) keeps >= 8 k-tiles of 16 rows. Measured on the H200 (v7 in
+// docs/w4a16-kernel-notes.md): such plans (Llama-3 o and down layers) beat the stream and tiled kernels; plans of
+// several waves or short runs (qkv, gate_up) lose to them.
+bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count);
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 6e7, M >= 9 on >= 4e8 and on [6e7, 7.5e7) (the
@@ -64,7 +75,7 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
 // "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 2560 dequant+cuBLAS" (environment overrides
 // and test overrides not applied; stream_ok / wgmma_ok as for wna16_fast_path_for). For `qlm inspect --plan`.
-std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok);
+std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count = 0);
 // Process-wide override for tests (Auto: back to the rule).
 void set_wna16_fast_path(Wna16FastPath path);
 // Process-wide overrides of the wgmma path for tests: the tile configuration (index into kWna16WgmmaTiles;
