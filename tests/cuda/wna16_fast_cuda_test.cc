@@ -370,15 +370,23 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
     EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true, 132), Wna16FastPath::Stream) << M;
   }
-  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true, 132), Wna16FastPath::Wgmma);
+  // Past the GEMV kernel's M <= 8, the stream kernel up to 16 on every layer (v7d).
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(9, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);  // 8-bit: its own bound
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, true, true, 0), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4, true, true, 132), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4, true, true, 132), Wna16FastPath::Wgmma);
+  // 8b.qkv (not one wave, 2.5e7 weights): the tiled kernel at M = 1 (below 7.5e7 weights), stream from 2.
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(2, 4096, 6144, 4, true, true, 132), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4, true, true, 132), Wna16FastPath::Stream);  // 8.4e7
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);     // 8-bit: its own bound
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, true, true, 0), Wna16FastPath::Tiled);      // SM count unknown
+  EXPECT_EQ(wna16_fast_path_for(2, 8192, 8192, 4, true, true, 0), Wna16FastPath::Stream);
   EXPECT_NE(wna16_fast_path_summary(8192, 8192, 4, true, true, 132).find("M 1-8 gemv"), std::string::npos)
       << wna16_fast_path_summary(8192, 8192, 4, true, true, 132);
 }
 
-// The run-time rule: stream for 4-bit M <= 16 on large layers (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
+// The run-time rule: stream for 4-bit M <= 16 (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
 // up to the cuBLAS bound, dequantize + cuBLAS for large M (earlier on small layers); the override forces
 // one path and is undone by Auto. (Environment overrides are not set in tests.)
 TEST(Wna16FastPaths, RuleAndOverride) {
@@ -389,8 +397,12 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 10240, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4), Wna16FastPath::Stream);  // 2.3e8
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4), Wna16FastPath::Tiled);
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7
-  EXPECT_EQ(wna16_fast_path_for(8, 4096, 28672, 4), Wna16FastPath::Stream);  // 1.2e8
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7: M = 1 needs >= 7.5e7
+  EXPECT_EQ(wna16_fast_path_for(2, 8192, 8192, 4), Wna16FastPath::Stream);   // from M = 2 every size (v7d)
+  EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4), Wna16FastPath::Stream);  // 1.7e7
+  EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, false), Wna16FastPath::Tiled);  // no stream kernel here
+  EXPECT_EQ(wna16_fast_path_for(8, 4096, 28672, 4), Wna16FastPath::Stream);       // 1.2e8
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 28672, 4), Wna16FastPath::Stream);
   for (int64_t M : {256, 1024, 100000}) EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4), Wna16FastPath::Cublas) << M;
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 8192, 4), Wna16FastPath::Tiled);
@@ -404,21 +416,23 @@ TEST(Wna16FastPaths, RuleAndOverride) {
     EXPECT_EQ(wna16_fast_path_for(4096, 4096, 4096, 4), p);
   }
   set_wna16_fast_path(Wna16FastPath::Auto);
-  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(7, 4096, 4096, 4), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8), Wna16FastPath::Gemv);  // 8-bit: GEMV up to M = 8
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 8), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
   // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 768 / 192 / 65 on
-  // layers of >= 4e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and from M = 9 on >= 4e8 and on [6e7, 7.5e7), 17 on
-  // >= 6e7, 16 on < 3e7 weights (where the stream kernel leaves them: above M = 16 on layers of >= 7.5e7 weights).
+  // layers of >= 4e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and below 33 where its small-token tiles beat the tiled
+  // kernel (v7d): from M = 9 on >= 4e8, 17 on >= 7.5e7 and on [6e7, 7.5e7) with N >= 8192, 16 on < 3e7 weights with
+  // N <= 4096 — where the stream kernel leaves them (above M = 16, or everywhere when it cannot run).
   for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639, 1024, 2559})
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true), Wna16FastPath::Wgmma) << M;
   EXPECT_EQ(wna16_fast_path_for(16, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(9, 8192, 57344, 4, false, true), Wna16FastPath::Wgmma);  // no stream kernel here
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Tiled);  // 1.7e7
+  EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, true, true), Wna16FastPath::Stream);  // 1.7e7, SM count unknown
+  EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, false, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(2560, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(1023, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
@@ -429,14 +443,19 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(768, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(8, 8192, 8192, 4, true, true), Wna16FastPath::Tiled);  // 6.7e7
-  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(16, 8192, 8192, 4, true, true), Wna16FastPath::Stream);  // 6.7e7
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, false, true), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(17, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(17, 13824, 5120, 4, true, true), Wna16FastPath::Tiled);  // 7.1e7, N < 8192
+  EXPECT_EQ(wna16_fast_path_for(33, 13824, 5120, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(767, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(768, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(15, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);  // 2.5e7
-  EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Stream);  // 2.5e7
+  EXPECT_EQ(wna16_fast_path_for(17, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);   // N > 4096: no 16 x 128
+  EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(33, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(191, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(192, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 1.7e7
@@ -456,8 +475,15 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);    // 6.7e7
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);   // 5.9e7
-  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), 3);     // 6.7e7: below the stream kernel's bound
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);
+  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), -1);    // 6.7e7: t3 only on >= 4e8 (v7d)
+  EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 57344), 3);
+  EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 57344), -1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);    // [6e7, 7.5e7) with N >= 8192
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 13824, 5120), -1);  // [6e7, 7.5e7) narrower: tiled
+  EXPECT_EQ(wna16_wgmma_rule_tile(16, 4096, 4096), 5);    // < 3e7, N <= 4096
+  EXPECT_EQ(wna16_wgmma_rule_tile(15, 4096, 4096), -1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 5120, 5120), -1);  // < 3e7, N > 4096: tiled
+  EXPECT_EQ(wna16_wgmma_rule_tile(33, 5120, 5120), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 1);   // 8.4e7: 64 x 128
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 4);   // 1.2e8
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 14336, 4096), -1);  // 5.9e7: the tiled kernel
@@ -474,13 +500,21 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-2559 wgmma 128x256 · "
             ">= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
+            "M 1 tiled · 2-16 stream · 17-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, false, true),
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
-  // 8b.down (5.9e7 weights: below the stream kernel's bound), and the rule itself at the ranges' ends.
+  // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
-  for (auto [M, path] : {std::pair{32, Wna16FastPath::Tiled},
+            "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "
+            "dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
+            "M 1-8 gemv · 9-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "
+            "dequant+cuBLAS");
+  for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
+                         {17, Wna16FastPath::Tiled},
+                         {32, Wna16FastPath::Tiled},
                          {33, Wna16FastPath::Wgmma},
                          {767, Wna16FastPath::Wgmma},
                          {768, Wna16FastPath::Cublas}})

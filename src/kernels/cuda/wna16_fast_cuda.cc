@@ -22,20 +22,26 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// The stream kernel runs 4-bit weights on layers of at least kWna16FastStreamMinKN weights (sm_90), up to
-// M = 16 (two m-tiles, late scaling, x by one tensor copy per stage). Measured on the H200
-// (docs/w4a16-kernel-notes.md, v5 to v5i; v5j for two m-tiles), without the overlap of programmatic
-// dependent launch (which a benchmark of back-to-back copies of one layer gets and a model, whose GEMVs
-// follow norms and activations, hardly does): at M = 1 it beats the tiled kernel by 18-36 % on 70b.qkv
-// (22.5 vs 27.3 us), 8b.gate_up, 70b.down and 70b.gate_up, ties on 70b.o (20.2 vs 20.6) and loses on 8b.down
-// (19.7 vs 18.5), 8b.qkv and 8b.o (10.1 vs 8.3: its fixed costs); at M = 8 it is ahead on the large layers
-// (70b.gate_up 103.6 vs 134.5). With the smaller layers on it, 8B decode fell from 287 to 276 tokens/s. At
-// M = 9-16 (v5j, x boxes) it beats the session-17 rule on all four large layers at every M (M = 16: 70b.gate_up
-// 97.5 vs 131.1 us wgmma, 70b.down 59.0 vs 74.5 tiled, 70b.qkv 31.8 vs 42.6, 8b.gate_up 37.4 vs 50.3).
-constexpr double kWna16FastStreamMinKN = 7.5e7;
-int64_t default_stream_max_m(int64_t K, int64_t N, int bits) {
+// The stream kernel runs 4-bit weights at M = 2-16 (two m-tiles, late scaling, x by one tensor copy per stage) on
+// every layer where the GEMV kernel's full-wave plan does not take them first (M <= 8), and at M = 1 on layers of
+// >= kWna16FastStreamOneTokenMinKN weights. History (docs/w4a16-kernel-notes.md): v5 to v5j put it on layers of
+// >= 7.5e7 weights only (M = 1: 18-36 % ahead of the tiled kernel on 70b.qkv, 8b.gate_up, 70b.down, 70b.gate_up;
+// behind on the 8B qkv, o and down layers, and 8B decode fell from 287 to 276 tokens/s with it on every layer).
+// Session 27 (v7d, forced-path sweep over twelve shapes, M = 1-32, after the GEMV kernel took the o and down layers
+// at M <= 8 and PDL came to every kernel): on every layer below that bound it now beats what the rule ran there at
+// M = 9-16, by 3-35 % (M = 16: 8b.qkv 14.5 vs 17.1 us wgmma, 8b.down 23.6 vs 26.9 tiled, 70b.o 23.1 vs 26.3 wgmma,
+// 13824 x 5120 24.7 vs 32.9; 8b.o ties, 14.0 vs 13.9), and on 8b.qkv at M = 2-8 (10.2 vs 12.3 tiled at M = 2, 11.7
+// vs 13.0 at 8). At M = 1 on 8b.qkv it is ahead alone (10.0 vs 10.8) but not in the model: 8B decode with a
+// 4000-token prompt ran 322.5 / 325.0 / 324.8 tokens/s with it against 337.2 / 337.0 / 339.3 with the tiled kernel
+// (alternating runs; at a 16-token prompt 374.3 / 374.3 against 367.0 / 371.1), so one token keeps the old bound.
+// QLM_W4FAST_STREAM_MIN_KN=N puts a size bound on every M (75000000: the rule before session 27, for A/B runs).
+constexpr double kWna16FastStreamOneTokenMinKN = 7.5e7;
+int64_t default_stream_max_m(int64_t K, int64_t N, int bits, int64_t min_kn) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return bits == 4 && kn >= kWna16FastStreamMinKN ? 16 : 0;
+  return bits == 4 && kn >= static_cast<double>(min_kn) ? 16 : 0;
+}
+int64_t default_stream_min_m(int64_t K, int64_t N) {
+  return static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamOneTokenMinKN ? 1 : 2;
 }
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
@@ -96,14 +102,22 @@ void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 // 48.1 / 48.4 / 48.8 vs 47.1 / 51.3 / 56.2; 32 x 256 there 52.7 / 50.1 / 56.8); 16 x 256 on 70b.o from M = 9
 // (25.6 / 27.4 at M = 9 / 16 vs 26.9 / 30.8; the layer is below the stream kernel's bound); 8b.down (5.9e7) keeps
 // the tiled kernel (t5 39.5 / 39.6 / 39.8 vs 33.6 / 37.0 / 40.9).
+//
+// Session 27 (v7d, forced paths over twelve shapes, µs at M = 20 / 24 / 32): the small-token tiles keep only the
+// layers where they still beat the tiled kernel. Under 3e7 weights t5 on N <= 4096 (8b.o 16.6 / 16.5 / 16.6 vs
+// 18.4 / 18.8 / 19.2) but not wider (8b.qkv 20.6 / 20.6 / 20.8 vs 19.3 / 19.8 / 20.7, 5120 x 5120 22.5 / 22.4 / 22.8
+// vs 20.6 / 21.0 / 21.6); on [6e7, 7.5e7) t4 on N >= 8192 (70b.o 32.3 / 32.7 / 33.8 vs 33.4 / 33.8 / 34.4) but not
+// narrower (13824 x 5120 41.9 / 42.4 / 43.5 vs 37.9 / 38.3 / 39.0). At M = 9-16 the stream kernel runs by default
+// (default_stream_max_m); where it is turned off, t3 keeps only the >= 4e8 layers (70b.gate_up M = 16 96.0 vs 143.8
+// tiled; 70b.o 26.3 vs 25.8 and 13824 x 5120 32.9 vs 29.2 went to the tiled kernel).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  const bool mid = kn >= 6e7 && kn < kWna16FastStreamMinKN;  // 70b.o-sized: below the stream kernel's bound
+  const bool mid = kn >= 6e7 && kn < kWna16FastStreamOneTokenMinKN;  // 70b.o-sized
   if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) ? 6 : 9;
   if (M >= 33) return kn >= 1e8 ? 8 : 1;
-  if (kn < 3e7) return M >= 16 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || mid ? 4 : kn >= 6e7 ? 1 : -1;  // 1: [stream bound, 1e8), i.e. 70b.qkv-sized
-  if (M >= 9 && (kn >= 4e8 || mid)) return 3;
+  if (kn < 3e7) return M >= 16 && N <= 4096 ? 5 : -1;
+  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= 7.5e7 ? 1 : -1;  // 1: 70b.qkv-sized
+  if (M >= 9 && kn >= 4e8) return 3;
   return -1;
 }
 
@@ -119,7 +133,7 @@ namespace {
 
 // The environment's bounds (QLM_W4FAST_*); defaults: none set.
 struct RuleBounds {
-  int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1;
+  int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1, stream_min_kn = 0;
 };
 
 Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count,
@@ -130,8 +144,10 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
   // environment's bound holds for every layer and width.
-  const int64_t stream_max = e.stream_max >= 0 ? std::min<int64_t>(e.stream_max, 32) : default_stream_max_m(K, N, bits);
-  if (stream_ok && M <= stream_max) return Wna16FastPath::Stream;
+  const int64_t stream_max =
+      e.stream_max >= 0 ? std::min<int64_t>(e.stream_max, 32) : default_stream_max_m(K, N, bits, e.stream_min_kn);
+  const int64_t stream_min = e.stream_max >= 0 ? 1 : default_stream_min_m(K, N);
+  if (stream_ok && M >= stream_min && M <= stream_max) return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
@@ -156,7 +172,8 @@ bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) {
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok,
                                   int sm_count) {
   static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1), env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
-                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0), env_int("QLM_W4FAST_STREAM_MAX_M", -1)};
+                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0), env_int("QLM_W4FAST_STREAM_MAX_M", -1),
+                                 env_int("QLM_W4FAST_STREAM_MIN_KN", 0)};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;

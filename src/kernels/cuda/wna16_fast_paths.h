@@ -42,20 +42,19 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): gemv for 4-bit weights at M <= 8 where its
 // split-K plan fills one full wave of the GPU's sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0:
-// unknown, never); stream for 4-bit weights on layers of
-// K * N >= 7.5e7 (sm_90), M <= 16; wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile
-// and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise, below the cuBLAS bound;
-// dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3 and v6
-// in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU
-// only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7,
-// else 65 (v6g). 8-bit weights take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled).
-// Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer),
-// QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH
-// (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that
-// M, at most 32, on every layer and width; 0: never), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead
-// of the tiles' rule). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes
-// on as if its bound were 0.
+// unknown, never); stream for 4-bit weights at M <= 16 otherwise (sm_90), at M = 1 only on layers of K * N >= 7.5e7;
+// wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile and it can run (wgmma_ok: sm_90 with the sm_90a
+// kernels); tiled otherwise, below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the
+// layer (measured on the H200, v3 and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled
+// GEMM fills the GPU only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
+// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7, else 65 (v6g). 8-bit weights
+// take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides:
+// QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every
+// width), QLM_W4FAST_PATH (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream
+// up to that M, at most 32, on every layer and width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on
+// layers of at least that many weights K * N; 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from
+// that M on every layer, instead of the tiles' rule). stream_ok: whether the stream kernel can run here (sm_90, shared
+// memory); if not, the rule goes on as if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
                                   bool wgmma_ok = false, int sm_count = 0);
 // Blocks of the 4-bit GEMV kernel resident per multiprocessor at M <= 8 (its launch bounds guarantee it).
@@ -68,9 +67,10 @@ inline constexpr int kWna16Gemv4BlocksPerSm = 2;
 bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count);
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
-// below, M >= 16 on layers of < 3e7 weights, M >= 17 on >= 6e7, M >= 9 on >= 4e8 and on [6e7, 7.5e7) (the
-// tile by M and size, v6g: 33-64 tokens 64 x 384 on layers of >= 1e8 weights, 64 x 128 below; above 64 tokens
-// 128 x 192, and 128 x 256 on >= 4e8 and from M = 192 on >= 2e8).
+// below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
+// N >= 8192, M >= 9 on >= 4e8 (the tile by M and size, v6g: 33-64 tokens 64 x 384 on layers of >= 1e8 weights,
+// 64 x 128 below; above 64 tokens 128 x 192, and 128 x 256 on >= 4e8 and from M = 192 on >= 2e8; v7d for the
+// bounds below 33 tokens). Where the stream kernel runs (M <= 16 by default) the tiles below 17 tokens are unused.
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
 // "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 2560 dequant+cuBLAS" (environment overrides
