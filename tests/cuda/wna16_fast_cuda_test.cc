@@ -365,6 +365,14 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
   EXPECT_FALSE(wna16_gemv4_full_wave(1024, 4096, 132));   // 64 k-tiles over 4 splits: 2 per warp
   EXPECT_FALSE(wna16_gemv4_full_wave(8192, 8192, 0));     // SM count unknown
   EXPECT_TRUE(wna16_gemv4_full_wave(8192, 7680, 60));     // 120 blocks in 120 slots, 512 k-tiles
+  // The share as a parameter (QLM_W4FAST_GEMV_ONE_TOKEN_WAVE for one token): 8b.qkv's 96 x 2 = 192 of 264 slots
+  // (73 %) passes at 70, not at 74 or the default; 70b.qkv's 160 (61 %) does not at 70.
+  EXPECT_TRUE(wna16_gemv4_one_wave(4096, 6144, 132, 70));
+  EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 132, 74));
+  EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 132, kWna16Gemv4OneTokenWavePercent));
+  EXPECT_FALSE(wna16_gemv4_one_wave(8192, 10240, 132, 70));
+  EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 0, 70));
+  EXPECT_TRUE(wna16_gemv4_one_wave(8192, 8192, 132, kWna16Gemv4OneTokenWavePercent));  // 70b.o: 256 of 264
   for (int64_t M : {1, 4, 8}) {
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
     EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
@@ -375,8 +383,10 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
   EXPECT_EQ(wna16_fast_path_for(9, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4, true, true, 132), Wna16FastPath::Wgmma);
-  // 8b.qkv (not one wave, 2.5e7 weights): the tiled kernel at M = 1 (below 7.5e7 weights), stream from 2.
+  // 8b.qkv (73 % of a wave, 2.5e7 weights): the tiled kernel at M = 1 (below 7.5e7 weights; the GEMV kernel's
+  // one-token share is 90 % by default), stream from 2.
   EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 8, true, true, 132), Wna16FastPath::Gemv);  // 8-bit: its own bound
   EXPECT_EQ(wna16_fast_path_for(2, 4096, 6144, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4, true, true, 132), Wna16FastPath::Stream);  // 8.4e7
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);     // 8-bit: its own bound
@@ -505,6 +515,10 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
+  // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, short of the default one-token share.
+  EXPECT_EQ(
+      wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
+      "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
             "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "

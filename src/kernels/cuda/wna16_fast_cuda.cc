@@ -134,12 +134,16 @@ namespace {
 // The environment's bounds (QLM_W4FAST_*); defaults: none set.
 struct RuleBounds {
   int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1, stream_min_kn = 0;
+  int64_t gemv_one_token_percent = kWna16Gemv4OneTokenWavePercent;
 };
 
 Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count,
                         const RuleBounds& e) {
-  // 4-bit, few tokens, a plan of one full wave: the GEMV kernel (unless the environment sets the small-M bounds).
-  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 && wna16_gemv4_full_wave(K, N, sm_count))
+  // 4-bit, few tokens, a plan of one full wave: the GEMV kernel (unless the environment sets the small-M bounds);
+  // one token also where the plan fills the environment's share of the wave (default: the same 90 %).
+  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 &&
+      (wna16_gemv4_full_wave(K, N, sm_count) ||
+       (M == 1 && wna16_gemv4_one_wave(K, N, sm_count, e.gemv_one_token_percent))))
     return Wna16FastPath::Gemv;
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
@@ -161,19 +165,24 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
 
 }  // namespace
 
-bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) {
+bool wna16_gemv4_one_wave(int64_t K, int64_t N, int sm_count, int64_t percent) {
   const int64_t n_blocks = (N + 63) / 64, k_tiles = (K + 15) / 16;
   const int64_t slots = int64_t{kWna16Gemv4BlocksPerSm} * sm_count;
   if (sm_count <= 0 || n_blocks > slots) return false;
   const int64_t splits = slots / n_blocks;
-  return n_blocks * splits * 10 >= slots * 9 && k_tiles / splits >= 8 * 8;
+  return n_blocks * splits * 100 >= slots * percent && k_tiles / splits >= 8 * 8;
 }
+
+bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) { return wna16_gemv4_one_wave(K, N, sm_count, 90); }
 
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok,
                                   int sm_count) {
-  static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1), env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
-                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0), env_int("QLM_W4FAST_STREAM_MAX_M", -1),
-                                 env_int("QLM_W4FAST_STREAM_MIN_KN", 0)};
+  static const RuleBounds bounds{env_int("QLM_W4FAST_GEMV_MAX_M", -1),
+                                 env_int("QLM_W4FAST_WGMMA_MIN_M", 0),
+                                 env_int("QLM_W4FAST_CUBLAS_MIN_M", 0),
+                                 env_int("QLM_W4FAST_STREAM_MAX_M", -1),
+                                 env_int("QLM_W4FAST_STREAM_MIN_KN", 0),
+                                 env_int("QLM_W4FAST_GEMV_ONE_TOKEN_WAVE", kWna16Gemv4OneTokenWavePercent)};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;

@@ -42,19 +42,21 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): gemv for 4-bit weights at M <= 8 where its
 // split-K plan fills one full wave of the GPU's sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0:
-// unknown, never); stream for 4-bit weights at M <= 16 otherwise (sm_90), at M = 1 only on layers of K * N >= 7.5e7;
-// wgmma for 4-bit weights where wna16_wgmma_rule_tile gives a tile and it can run (wgmma_ok: sm_90 with the sm_90a
-// kernels); tiled otherwise, below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the
-// layer (measured on the H200, v3 and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled
-// GEMM fills the GPU only with enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where
-// wgmma runs, M >= 2560 for K*N >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7, else 65 (v6g). 8-bit weights
-// take the GEMV kernel for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides:
-// QLM_W4FAST_CUBLAS_MIN_M (one bound for every layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every
-// width), QLM_W4FAST_PATH (gemv / tiled / stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream
-// up to that M, at most 32, on every layer and width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on
-// layers of at least that many weights K * N; 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from
-// that M on every layer, instead of the tiles' rule). stream_ok: whether the stream kernel can run here (sm_90, shared
-// memory); if not, the rule goes on as if its bound were 0.
+// unknown, never), and at M = 1 where it fills kWna16Gemv4OneTokenWavePercent of it (by default the same 90 %); stream
+// for 4-bit weights at M <= 16 otherwise (sm_90), at M = 1 only on layers of K * N >= 7.5e7; wgmma for 4-bit weights
+// where wna16_wgmma_rule_tile gives a tile and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise,
+// below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
+// and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU only with
+// enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where wgmma runs, M >= 2560 for K*N
+// >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7, else 65 (v6g). 8-bit weights take the GEMV kernel for M <=
+// 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every
+// layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH (gemv / tiled / stream /
+// wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M, at most 32, on every layer and
+// width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
+// 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead of the
+// tiles' rule), QLM_W4FAST_GEMV_ONE_TOKEN_WAVE (the share of a wave, in percent, that lets the GEMV kernel take M = 1;
+// 90: as at M = 2-8). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes
+// on as if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
                                   bool wgmma_ok = false, int sm_count = 0);
 // Blocks of the 4-bit GEMV kernel resident per multiprocessor at M <= 8 (its launch bounds guarantee it).
@@ -65,6 +67,14 @@ inline constexpr int kWna16Gemv4BlocksPerSm = 2;
 // docs/w4a16-kernel-notes.md): such plans (Llama-3 o and down layers) beat the stream and tiled kernels; plans of
 // several waves or short runs (qkv, gate_up) lose to them.
 bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count);
+// The same test with the share of the wave's slots as a parameter (full wave: 90 %).
+bool wna16_gemv4_one_wave(int64_t K, int64_t N, int sm_count, int64_t percent);
+// At M = 1 the GEMV kernel also takes plans that fill this share of the wave (QLM_W4FAST_GEMV_ONE_TOKEN_WAVE=p sets
+// it). 90 by default, i.e. one token like the others, until a decode A/B decides: measured alone on the H200
+// (docs/w4a16-kernel-notes.md, v7f), 70 would give 8b.qkv (96 column blocks x 2 splits = 192 of 264 slots) the GEMV
+// kernel at 9.9 us against 10.8 tiled (three runs); at M = 2-8 the stream kernel stays ahead there (10.2-11.6 vs
+// 10.5-13.2), and v7d saw a layer-alone win of the stream kernel at one token turn into a loss in the model.
+inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = 90;
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
