@@ -421,8 +421,12 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // tiles split between blocks.
   void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
     const int mt = stream_mt(M);
+    // QLM_W4FAST_STREAM_BLOCKS=n (tuning): a grid of at most n blocks, e.g. one or two short of the SM count so
+    // that the kernels around it keep multiprocessors of their own (the kernel's cost inside the model, notes v7f).
+    static const int64_t max_blocks = env_int("QLM_W4FAST_STREAM_BLOCKS", 0);
+    const int64_t grid = max_blocks > 0 ? std::min<int64_t>(max_blocks, std::max(1, ctx.sm_count)) : ctx.sm_count;
     const int blocks =
-        static_cast<int>(std::min<int64_t>(std::max(1, ctx.sm_count), cuda::wna16_stream_stage_count(a_)));
+        static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, grid), cuda::wna16_stream_stage_count(a_)));
     const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/env_switch.h"
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -465,7 +466,11 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   p.par_bytes = gslots * kWN * 128;
   p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes, rows);
   const int limit = smem_limit<BITS, BF16, MT, ZP>();
-  p.stages = std::min<int>(kMaxStages, (limit - S::kRedBytes) / p.stage_bytes);
+  // QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12; tuning): a shallower ring, so the block's shared memory leaves room for
+  // the previous kernel's blocks on its multiprocessor (the kernel's cost inside the model, notes v7d-v7f).
+  static const int max_stages =
+      static_cast<int>(std::clamp<int64_t>(env_int("QLM_W4FAST_STREAM_MAX_STAGES", kMaxStages), 2, kMaxStages));
+  p.stages = std::min<int>(max_stages, (limit - S::kRedBytes) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + S::kRedBytes;
   return p;
