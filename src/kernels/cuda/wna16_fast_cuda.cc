@@ -116,7 +116,7 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) ? 6 : 9;
   if (M >= 33) return kn >= 1e8 ? 8 : 1;
   if (kn < 3e7) return M >= 16 && N <= 4096 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= 7.5e7 ? 1 : -1;  // 1: 70b.qkv-sized
+  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= kWna16FastStreamOneTokenMinKN ? 1 : -1;  // 70b.qkv
   if (M >= 9 && kn >= 4e8) return 3;
   return -1;
 }
@@ -141,9 +141,9 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
                         const RuleBounds& e) {
   // 4-bit, few tokens, a plan of one full wave: the GEMV kernel (unless the environment sets the small-M bounds);
   // one token also where the plan fills the environment's share of the wave (default: the same 90 %).
-  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 &&
-      (wna16_gemv4_full_wave(K, N, sm_count) ||
-       (M == 1 && wna16_gemv4_one_wave(K, N, sm_count, e.gemv_one_token_percent))))
+  const int64_t wave_percent =
+      M == 1 ? std::min(e.gemv_one_token_percent, kWna16Gemv4FullWavePercent) : kWna16Gemv4FullWavePercent;
+  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 && wna16_gemv4_one_wave(K, N, sm_count, wave_percent))
     return Wna16FastPath::Gemv;
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
@@ -173,7 +173,9 @@ bool wna16_gemv4_one_wave(int64_t K, int64_t N, int sm_count, int64_t percent) {
   return n_blocks * splits * 100 >= slots * percent && k_tiles / splits >= 8 * 8;
 }
 
-bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) { return wna16_gemv4_one_wave(K, N, sm_count, 90); }
+bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count) {
+  return wna16_gemv4_one_wave(K, N, sm_count, kWna16Gemv4FullWavePercent);
+}
 
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok,
                                   int sm_count) {
@@ -424,9 +426,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     // QLM_W4FAST_STREAM_BLOCKS=n (tuning): a grid of at most n blocks, e.g. one or two short of the SM count so
     // that the kernels around it keep multiprocessors of their own (the kernel's cost inside the model, notes v7f).
     static const int64_t max_blocks = env_int("QLM_W4FAST_STREAM_BLOCKS", 0);
-    const int64_t grid = max_blocks > 0 ? std::min<int64_t>(max_blocks, std::max(1, ctx.sm_count)) : ctx.sm_count;
-    const int blocks =
-        static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, grid), cuda::wna16_stream_stage_count(a_)));
+    const int64_t sms = std::max(1, ctx.sm_count);
+    const int64_t grid = max_blocks > 0 ? std::min(max_blocks, sms) : sms;
+    const int blocks = static_cast<int>(std::min(grid, cuda::wna16_stream_stage_count(a_)));
     const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);

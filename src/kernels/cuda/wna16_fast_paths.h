@@ -67,14 +67,15 @@ inline constexpr int kWna16Gemv4BlocksPerSm = 2;
 // docs/w4a16-kernel-notes.md): such plans (Llama-3 o and down layers) beat the stream and tiled kernels; plans of
 // several waves or short runs (qkv, gate_up) lose to them.
 bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count);
-// The same test with the share of the wave's slots as a parameter (full wave: 90 %).
+// The same test with the share of the wave's slots as a parameter (full wave: kWna16Gemv4FullWavePercent).
 bool wna16_gemv4_one_wave(int64_t K, int64_t N, int sm_count, int64_t percent);
+inline constexpr int64_t kWna16Gemv4FullWavePercent = 90;
 // At M = 1 the GEMV kernel also takes plans that fill this share of the wave (QLM_W4FAST_GEMV_ONE_TOKEN_WAVE=p sets
 // it). 90 by default, i.e. one token like the others, until a decode A/B decides: measured alone on the H200
 // (docs/w4a16-kernel-notes.md, v7f), 70 would give 8b.qkv (96 column blocks x 2 splits = 192 of 264 slots) the GEMV
 // kernel at 9.9 us against 10.8 tiled (three runs); at M = 2-8 the stream kernel stays ahead there (10.2-11.6 vs
 // 10.5-13.2), and v7d saw a layer-alone win of the stream kernel at one token turn into a loss in the model.
-inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = 90;
+inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = kWna16Gemv4FullWavePercent;
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
