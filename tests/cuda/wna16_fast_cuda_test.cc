@@ -2,6 +2,7 @@
 // Suites named Cuda* need a GPU and skip without one; Wna16FastLayout* checks the host repacking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -339,6 +340,32 @@ TEST(Wna16FastRegistry, CanImplementGivesReasons) {
   EXPECT_EQ(entry->name, "cuda_wna16");
 }
 
+// The stream kernel's ring depth: the smaller of what fits and the cap, rounded down to a multiple of the consumer
+// warp phases (the parity waits' invariant), 0 where fewer than max(2, phases) stages remain; every combination.
+TEST(Wna16FastPaths, StreamRingStages) {
+  for (int phases = 1; phases <= 3; ++phases)
+    for (int fit = -1; fit <= 14; ++fit)
+      for (int cap = 2; cap <= kWna16StreamMaxStages; ++cap) {
+        const int stages = wna16_stream_ring_stages(fit, cap, phases);
+        const int bound = std::min(fit, cap);
+        SCOPED_TRACE(::testing::Message() << "fit " << fit << " cap " << cap << " phases " << phases);
+        if (bound < std::max(2, phases)) {
+          EXPECT_EQ(stages, 0);
+          continue;
+        }
+        EXPECT_EQ(stages % phases, 0);
+        EXPECT_LE(stages, bound);
+        EXPECT_GT(stages + phases, bound);  // the largest such multiple
+        EXPECT_GE(stages, 2);
+      }
+  EXPECT_EQ(wna16_stream_ring_stages(11, 12, 3), 9);  // QLM_W4FAST_STREAM_MAX_STAGES=12, 8 tokens of g128: 11 fit
+  EXPECT_EQ(wna16_stream_ring_stages(12, 4, 3), 3);   // QLM_W4FAST_STREAM_MAX_STAGES=4 at one m-tile
+  EXPECT_EQ(wna16_stream_ring_stages(9, 12, 2), 8);   // two m-tiles, 16 tokens of g128: 9 fit
+  EXPECT_EQ(wna16_stream_ring_stages(5, 12, 1), 5);
+  EXPECT_EQ(wna16_stream_default_stages(1), 6);
+  EXPECT_EQ(wna16_stream_default_stages(2), kWna16StreamMaxStages);
+}
+
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.
 TEST(Wna16FastPaths, StagesInOneGroup) {
   EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(8, 512));   // g128
@@ -366,10 +393,11 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
   EXPECT_FALSE(wna16_gemv4_full_wave(8192, 8192, 0));     // SM count unknown
   EXPECT_TRUE(wna16_gemv4_full_wave(8192, 7680, 60));     // 120 blocks in 120 slots, 512 k-tiles
   // The share as a parameter (QLM_W4FAST_GEMV_ONE_TOKEN_WAVE for one token): 8b.qkv's 96 x 2 = 192 of 264 slots
-  // (73 %) passes at 70, not at 74 or the default; 70b.qkv's 160 (61 %) does not at 70.
+  // (73 %) passes at 70 (the one-token default), not at 74 or the full wave's 90; 70b.qkv's 160 (61 %) does not.
   EXPECT_TRUE(wna16_gemv4_one_wave(4096, 6144, 132, 70));
   EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 132, 74));
-  EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 132, kWna16Gemv4OneTokenWavePercent));
+  EXPECT_TRUE(wna16_gemv4_one_wave(4096, 6144, 132, kWna16Gemv4OneTokenWavePercent));
+  EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 132, kWna16Gemv4FullWavePercent));
   EXPECT_FALSE(wna16_gemv4_one_wave(8192, 10240, 132, 70));
   EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 0, 70));
   EXPECT_TRUE(wna16_gemv4_one_wave(8192, 8192, 132, kWna16Gemv4OneTokenWavePercent));  // 70b.o: 256 of 264
@@ -383,9 +411,10 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
   EXPECT_EQ(wna16_fast_path_for(9, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4, true, true, 132), Wna16FastPath::Wgmma);
-  // 8b.qkv (73 % of a wave, 2.5e7 weights): the tiled kernel at M = 1 (below 7.5e7 weights; the GEMV kernel's
-  // one-token share is 90 % by default), stream from 2.
-  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Tiled);
+  // 8b.qkv (73 % of a wave, 2.5e7 weights): the GEMV kernel at M = 1 (its one-token share, 70 %), stream from 2
+  // (the full wave's 90 % holds there); without the SM count the tiled kernel at M = 1 (below 7.5e7 weights).
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Gemv);
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 0), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 8, true, true, 132), Wna16FastPath::Gemv);  // 8-bit: its own bound
   EXPECT_EQ(wna16_fast_path_for(2, 4096, 6144, 4, true, true, 132), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4, true, true, 132), Wna16FastPath::Stream);  // 8.4e7
@@ -515,10 +544,9 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
-  // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, short of the default one-token share.
-  EXPECT_EQ(
-      wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
-      "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
+  // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %).
+  EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
+            "M 1 gemv · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
             "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "

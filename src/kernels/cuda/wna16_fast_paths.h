@@ -42,7 +42,7 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 
 // The path the rule picks for M tokens of a K x N layer (never Auto): gemv for 4-bit weights at M <= 8 where its
 // split-K plan fills one full wave of the GPU's sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0:
-// unknown, never), and at M = 1 where it fills kWna16Gemv4OneTokenWavePercent of it (by default the same 90 %); stream
+// unknown, never), and at M = 1 where it fills kWna16Gemv4OneTokenWavePercent (70 %) of it; stream
 // for 4-bit weights at M <= 16 otherwise (sm_90), at M = 1 only on layers of K * N >= 7.5e7; wgmma for 4-bit weights
 // where wna16_wgmma_rule_tile gives a tile and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise,
 // below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
@@ -55,8 +55,8 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
 // 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead of the
 // tiles' rule), QLM_W4FAST_GEMV_ONE_TOKEN_WAVE (the share of a wave, in percent, that lets the GEMV kernel take M = 1;
-// 90: as at M = 2-8). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the rule goes
-// on as if its bound were 0.
+// default 70, 90: as at M = 2-8). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the
+// rule goes on as if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
                                   bool wgmma_ok = false, int sm_count = 0);
 // Blocks of the 4-bit GEMV kernel resident per multiprocessor at M <= 8 (its launch bounds guarantee it).
@@ -71,11 +71,31 @@ bool wna16_gemv4_full_wave(int64_t K, int64_t N, int sm_count);
 bool wna16_gemv4_one_wave(int64_t K, int64_t N, int sm_count, int64_t percent);
 inline constexpr int64_t kWna16Gemv4FullWavePercent = 90;
 // At M = 1 the GEMV kernel also takes plans that fill this share of the wave (QLM_W4FAST_GEMV_ONE_TOKEN_WAVE=p sets
-// it). 90 by default, i.e. one token like the others, until a decode A/B decides: measured alone on the H200
-// (docs/w4a16-kernel-notes.md, v7f), 70 would give 8b.qkv (96 column blocks x 2 splits = 192 of 264 slots) the GEMV
-// kernel at 9.9 us against 10.8 tiled (three runs); at M = 2-8 the stream kernel stays ahead there (10.2-11.6 vs
-// 10.5-13.2), and v7d saw a layer-alone win of the stream kernel at one token turn into a loss in the model.
-inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = kWna16Gemv4FullWavePercent;
+// it; 90: one token like 2-8). Measured on the H200 (docs/w4a16-kernel-notes.md, v7f-v7g): 70 gives 8b.qkv (96 column
+// blocks x 2 splits = 192 of 264 slots) the GEMV kernel at 9.9 us against 10.8 tiled alone (three runs), and 8B
+// decode 373.8 / 377.8 / 376.2 tokens/s against 374.2 / 374.3 / 374.7 at a 16-token prompt, 343.2 against 335.8 at
+// 4000 (alternating runs); at M = 2-8 the stream kernel stays ahead there (10.2-11.6 vs 10.5-13.2).
+inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = 70;
+// The stream kernel's ring (wna16_stream_kernels.cu): at most kWna16StreamMaxStages stages of 16 KB of codes.
+inline constexpr int kWna16StreamMaxStages = 12;
+// Its default depth by m-tiles: 6 at one (M <= 8), the deepest that fits at two. Measured in the model on the H200
+// (docs/w4a16-kernel-notes.md, v7g): with 6 stages (~110 KB of shared memory instead of ~210, so the neighbouring
+// kernels' blocks fit beside it) 8B decode ran 379.7 / 380.2 tokens/s against 374.2 / 374.7 with 12 at a 16-token
+// prompt, 346.2 against 340.6 / 341.3 at 4000, the 8-layer 70B 583.1 / 583.3 against 576.8 / 565.5.
+// QLM_W4FAST_STREAM_MAX_STAGES=n (2-12) sets the cap for every m-tile count.
+constexpr int wna16_stream_default_stages(int m_tiles) { return m_tiles == 1 ? 6 : kWna16StreamMaxStages; }
+// The ring depth for `fit` stages in shared memory, at most `cap`, rounded down to a multiple of `warp_phases`:
+// the consumer warp groups that take the stages in turn (3 at one m-tile, 2 at two; 1 where every warp reads every
+// stage); 0 where fewer than max(2, warp_phases) remain (the kernel cannot run). Invariant: a consumer warp's
+// previous use of its next ring slot is then that slot's previous stage, which it waited for itself, so the parity
+// of its mbarrier wait cannot be met by a phase two behind. (With 4 slots and 3 groups a warp could pass the wait
+// for stage i while stage i - 4 was still landing and read it; 8 B decode with 4 stages failed with a launch error.)
+constexpr int wna16_stream_ring_stages(int fit, int cap, int warp_phases) {
+  const int phases = warp_phases < 1 ? 1 : warp_phases;
+  int stages = fit < cap ? fit : cap;
+  stages -= stages > 0 ? stages % phases : 0;
+  return stages >= 2 && stages >= phases ? stages : 0;
+}
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with

@@ -32,7 +32,9 @@
 // Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
 // stage s have landed; empty[s] when every consumer warp reading slot s (kStageWarps) has arrived. Stage i
 // of the block uses slot i % stages and phase (i / stages) & 1 on both barriers (counted, not divided), the
-// same on both sides because producer and consumers walk the same stage sequence.
+// same on both sides because producer and consumers walk the same stage sequence. With late scaling a consumer
+// warp takes every kWK-th stage, so the depth is a multiple of kWK (wna16_stream_ring_stages): the warp's previous
+// stage on a slot is then the slot's previous stage, and a parity wait cannot be met by a phase two behind.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -47,14 +49,15 @@
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
+#include "kernels/cuda/wna16_fast_paths.h"
 
 namespace qlm::cuda {
 namespace {
 
 constexpr int kWN = 4;  // consumer warps (column blocks of 64) along N
 constexpr int kCols = kWN * 64;
-constexpr int kRedRow = kCols + 4;  // floats per token row of the reduction tile
-constexpr int kMaxStages = 12;      // ring depth when shared memory allows (16 KB of codes per stage)
+constexpr int kRedRow = kCols + 4;                 // floats per token row of the reduction tile
+constexpr int kMaxStages = kWna16StreamMaxStages;  // the deepest ring (16 KB of codes per stage)
 
 template <int BITS, int MT>
 struct StreamShape {
@@ -466,12 +469,15 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   p.par_bytes = gslots * kWN * 128;
   p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes, rows);
   const int limit = smem_limit<BITS, BF16, MT, ZP>();
-  // QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12; tuning): a shallower ring, so the block's shared memory leaves room for
-  // the previous kernel's blocks on its multiprocessor (the kernel's cost inside the model, notes v7d-v7f).
-  static const int max_stages =
-      static_cast<int>(std::clamp<int64_t>(env_int("QLM_W4FAST_STREAM_MAX_STAGES", kMaxStages), 2, kMaxStages));
-  p.stages = std::min<int>(max_stages, (limit - S::kRedBytes) / p.stage_bytes);
-  if (p.stages < 2) p.stages = 0;
+  // The cap: wna16_stream_default_stages (fewer at one m-tile, so the block leaves shared memory for the neighbouring
+  // kernels' blocks), or QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning). The depth is a multiple of the warp
+  // phases (wna16_stream_ring_stages: the consumers' mbarrier parity waits rely on it).
+  static const int64_t env_stages = env_int("QLM_W4FAST_STREAM_MAX_STAGES", 0);
+  const int cap = env_stages > 0 ? static_cast<int>(std::clamp<int64_t>(env_stages, 2, kMaxStages))
+                                 : wna16_stream_default_stages(MT);
+  p.stages = limit > S::kRedBytes
+                 ? wna16_stream_ring_stages((limit - S::kRedBytes) / p.stage_bytes, cap, S::kLate ? S::kWK : 1)
+                 : 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + S::kRedBytes;
   return p;
 }
@@ -525,7 +531,7 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages >= 2;
+        return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
       },
       false);
 }
