@@ -1,12 +1,12 @@
 // Kernels of cuda_scaled_mm_fp8_fast (see scaled_mm_fp8_fast_kernels.h).
+#include <cuda_fp8.h>
+
+#include <type_traits>
+
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/act_quant_device.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
-
-#include <cuda_fp8.h>
-
-#include <type_traits>
 
 namespace qlm::cuda {
 namespace {
@@ -105,9 +105,11 @@ struct Packed8<float> {
 // front and keeps them (packed) in registers through the absmax, then quantizes them. For rows of
 // up to VPT * 8 * kThreads elements; longer rows take quant_token_kernel.
 template <typename T, int VPT>
-__global__ void __launch_bounds__(kThreads) quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes,
-                                                                    float* scales) {
-  allow_dependents();  // the GEMM may start streaming weights (it waits before reading codes)
+__global__ void __launch_bounds__(kThreads)
+    quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
+  // x may be the previous kernel's output and the codes its input: wait for it (launched with PDL: its tail overlaps
+  // this launch), then let the GEMM start streaming weights (it waits before reading the codes).
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const T* xr = x + r * K;
   const int nv = static_cast<int>(K / 8);
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) quant_token_regs_kernel(const T* x, 
 // so the absmax does not depend on the reduction order.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
-  allow_dependents();  // the GEMM may start streaming weights (it waits before reading codes)
+  pdl_enter();  // as quant_token_regs_kernel
   const int64_t r = blockIdx.x;
   const T* xr = x + r * K;
   const int64_t nv = K / 8;
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
 
   // [h][q][row]: h = 128-column half, q = 64-column quarter pair, row = g / g + 8.
   uint4 wc[2][2][2], wn[2][2][2];
-  auto load_w = [&](uint4 (&r)[2][2][2], int64_t k) {
+  auto load_w = [&](uint4(&r)[2][2][2], int64_t k) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -288,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
   }
   if (!active) return;
 
-  // acc[j]: {row g, token 2t}, {row g, token 2t+1}, {row g+8, token 2t}, {row g+8, token 2t+1}.
+    // acc[j]: {row g, token 2t}, {row g, token 2t+1}, {row g+8, token 2t}, {row g+8, token 2t+1}.
 #pragma unroll
   for (int j = 0; j < MT; ++j)
 #pragma unroll
@@ -409,23 +411,36 @@ cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) 
 }
 
 cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        cudaStream_t stream) {
+                                        bool pdl, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
   uint8_t* q = static_cast<uint8_t*>(codes);
-  const unsigned rows = static_cast<unsigned>(M);
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(M));  // one row per block
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
   const int64_t per_thread = (K / 8 + kThreads - 1) / kThreads;  // 8-element vectors per thread
+  cudaError_t e = cudaSuccess;
   auto run = [&](auto type_tag) {
     using T = decltype(type_tag);
     const T* xt = static_cast<const T*>(x);
     constexpr int kMaxVpt = sizeof(T) == 4 ? 8 : 16;  // registers held per thread: 64 (raw)
-    if (per_thread <= 1) quant_token_regs_kernel<T, 1><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
-    else if (per_thread <= 2) quant_token_regs_kernel<T, 2><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
-    else if (per_thread <= 4) quant_token_regs_kernel<T, 4><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
-    else if (per_thread <= 8) quant_token_regs_kernel<T, 8><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+    const auto go = [&](auto kernel) { e = cudaLaunchKernelEx(&cfg, kernel, xt, K, q, scales); };
+    if (per_thread <= 1)
+      go(quant_token_regs_kernel<T, 1>);
+    else if (per_thread <= 2)
+      go(quant_token_regs_kernel<T, 2>);
+    else if (per_thread <= 4)
+      go(quant_token_regs_kernel<T, 4>);
+    else if (per_thread <= 8)
+      go(quant_token_regs_kernel<T, 8>);
     else if (per_thread <= kMaxVpt)
-      quant_token_regs_kernel<T, kMaxVpt><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
-    else quant_token_kernel<T><<<rows, kThreads, 0, stream>>>(xt, K, q, scales);
+      go(quant_token_regs_kernel<T, kMaxVpt>);
+    else
+      go(quant_token_kernel<T>);
   };
   switch (x_type) {
     case kF32: run(float{}); break;
@@ -433,7 +448,7 @@ cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, in
     case kBF16: run(__nv_bfloat16{}); break;
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // namespace qlm::cuda

@@ -52,8 +52,9 @@ int fp8_fast_tile_tokens(int64_t M);
 cudaError_t fp8_fast_occupancy(int tile_tokens, int* blocks_per_sm);
 cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& args, cudaStream_t stream);
 
-// codes [M, K] e4m3, scales [M]; x [M, K] of x_type; K a multiple of 8.
+// codes [M, K] e4m3, scales [M]; x [M, K] of x_type; K a multiple of 8. pdl: launched for programmatic dependent
+// launch (its launch overlaps the previous kernel's tail; it waits for that kernel before reading x or writing).
 cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        cudaStream_t stream);
+                                        bool pdl, cudaStream_t stream);
 
 }  // namespace qlm::cuda
