@@ -38,7 +38,13 @@ for r in "${runs[@]}"; do
   env $settings timeout "${RUN_TIMEOUT:-240}" "$QLM_BUILD/qlm" bench-decode "$model" --device cuda --dtype bf16 \
     --prompt-len "$prompt" --tokens "$tokens" --cuda-graph "$graph" --keep-synthetic "$keep" --json \
     2>>"$OUT/decode_ab_err.txt" |
-    python3 scripts/tag_jsonl.py "$name" "$settings" >>"$OUT/decode_ab.jsonl" || echo "$name $model failed" >>"$OUT/decode_ab_err.txt"
+    python3 scripts/tag_jsonl.py "$name" "$settings" >>"$OUT/decode_ab.jsonl"
+  rc=${PIPESTATUS[0]}
+  if ((rc == 124 || rc == 137)); then
+    echo "$name $model failed: timed out after ${RUN_TIMEOUT:-240} s (RUN_TIMEOUT; a hang, or a fresh machine writing the checkpoint)" >>"$OUT/decode_ab_err.txt"
+  elif ((rc != 0)); then
+    echo "$name $model failed: exit $rc" >>"$OUT/decode_ab_err.txt"
+  fi
 done
 python3 - "$OUT/decode_ab.jsonl" <<'PY'
 import json, sys
