@@ -37,6 +37,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_tile(-1);
     set_wna16_wgmma_late(-1);
     set_wna16_wgmma_one_group(-1);
+    set_wna16_stream_max_stages(0);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -170,6 +171,27 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
     check(s, DType::F16, {1, 11, 32}, Wna16FastPath::Stream);
     check(s, DType::BF16, {1, 64, 65, 200}, Wna16FastPath::Wgmma);  // the same segment and tile edges
   }
+}
+
+// The stream kernel at every ring depth a cap can give (wna16_stream_ring_stages: 3, 6, 9, 12 at one m-tile, 2-12
+// even at two, every depth at four and with 8-bit weights): one, two and four m-tiles, late scaling with one scale
+// group per stage (g128), with groups of 2 k-tiles (g32, zero points, act-order) and odd groups, against the
+// reference. A depth that broke the consumers' parity waits (4 at one m-tile) failed in the model with a launch
+// error (docs/w4a16-kernel-notes.md, v7g).
+TEST_F(CudaWna16FastTest, StreamEveryRingDepth) {
+  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 4096, .N = 600, .group_size = 128, .seed = 61},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .act_order = true, .seed = 62},
+      {.bits = 4, .K = 1440, .N = 264, .group_size = 160, .seed = 63},
+      {.bits = 8, .K = 1152, .N = 200, .group_size = 64, .zero_points = true, .seed = 64},
+  };
+  for (int cap = 2; cap <= kWna16StreamMaxStages; ++cap) {
+    SCOPED_TRACE(fmt::format("ring cap {}", cap));
+    set_wna16_stream_max_stages(cap);
+    for (const auto& s : specs) check(s, DType::BF16, {1, 5, 8, 9, 16, 17, 32}, Wna16FastPath::Stream);
+  }
+  check(specs[0], DType::F16, {1, 3, 12}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile

@@ -62,9 +62,10 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
 }
 
 std::atomic<int> g_forced_path{0};
-std::atomic<int> g_wgmma_tile{-1};       // set_wna16_wgmma_tile
-std::atomic<int> g_wgmma_late{-1};       // set_wna16_wgmma_late
-std::atomic<int> g_wgmma_one_group{-1};  // set_wna16_wgmma_one_group
+std::atomic<int> g_wgmma_tile{-1};        // set_wna16_wgmma_tile
+std::atomic<int> g_wgmma_late{-1};        // set_wna16_wgmma_late
+std::atomic<int> g_wgmma_one_group{-1};   // set_wna16_wgmma_one_group
+std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -83,6 +84,8 @@ void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<i
 void set_wna16_wgmma_tile(int tile) { g_wgmma_tile.store(tile); }
 void set_wna16_wgmma_late(int mode) { g_wgmma_late.store(mode); }
 void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
+void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages); }
+int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
 // kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);

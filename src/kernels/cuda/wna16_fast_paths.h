@@ -117,6 +117,10 @@ void set_wna16_wgmma_late(int mode);
 // The same for the one-group-per-stage consumer loop of the wgmma kernel (1 on, 0 off, -1: QLM_WGMMA_ONE_GROUP,
 // on by default).
 void set_wna16_wgmma_one_group(int mode);
+// Process-wide override of the stream kernel's ring cap for tests (2-12; 0: QLM_W4FAST_STREAM_MAX_STAGES or
+// wna16_stream_default_stages), read by each launch; and its current value.
+void set_wna16_stream_max_stages(int stages);
+int wna16_stream_max_stages_override();
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
 

@@ -469,15 +469,16 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   p.par_bytes = gslots * kWN * 128;
   p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes, rows);
   const int limit = smem_limit<BITS, BF16, MT, ZP>();
-  // The cap: wna16_stream_default_stages (fewer at one m-tile, so the block leaves shared memory for the neighbouring
-  // kernels' blocks), or QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning). The depth is a multiple of the warp
-  // phases (wna16_stream_ring_stages: the consumers' mbarrier parity waits rely on it).
+  // The cap: the tests' override, QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning) or wna16_stream_default_stages
+  // (fewer at one m-tile, so the block leaves shared memory for the neighbouring kernels' blocks); at least one stage
+  // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
+  // parity waits rely on it).
   static const int64_t env_stages = env_int("QLM_W4FAST_STREAM_MAX_STAGES", 0);
-  const int cap = env_stages > 0 ? static_cast<int>(std::clamp<int64_t>(env_stages, 2, kMaxStages))
-                                 : wna16_stream_default_stages(MT);
-  p.stages = limit > S::kRedBytes
-                 ? wna16_stream_ring_stages((limit - S::kRedBytes) / p.stage_bytes, cap, S::kLate ? S::kWK : 1)
-                 : 0;
+  const int64_t set = wna16_stream_max_stages_override() > 0 ? wna16_stream_max_stages_override() : env_stages;
+  const int phases = S::kLate ? S::kWK : 1;
+  const int cap = std::max(
+      phases, set > 0 ? static_cast<int>(std::clamp<int64_t>(set, 2, kMaxStages)) : wna16_stream_default_stages(MT));
+  p.stages = limit > S::kRedBytes ? wna16_stream_ring_stages((limit - S::kRedBytes) / p.stage_bytes, cap, phases) : 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + S::kRedBytes;
   return p;
 }
