@@ -64,11 +64,11 @@ inline bool pdl_launches() {
   return k == 2;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where
-// pdl_launches(). The kernel must start with pdl_enter() (or wait before its first dependent access).
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where `pdl` is set
+// (the caller's own switch). The kernel must start with pdl_enter() (or wait before its first dependent access).
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                       Args&&... args) {
+cudaError_t launch_pdl_if(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
   cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -76,8 +76,15 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_launches() ? 1 : 0;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// The same where pdl_launches().
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       Args&&... args) {
+  return launch_pdl_if(pdl_launches(), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace qlm::cuda

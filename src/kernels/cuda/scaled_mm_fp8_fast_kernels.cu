@@ -415,20 +415,16 @@ cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, in
   if (M <= 0) return cudaSuccess;
   if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
   uint8_t* q = static_cast<uint8_t*>(codes);
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(M));  // one row per block
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
   const int64_t per_thread = (K / 8 + kThreads - 1) / kThreads;  // 8-element vectors per thread
   cudaError_t e = cudaSuccess;
   auto run = [&](auto type_tag) {
     using T = decltype(type_tag);
     const T* xt = static_cast<const T*>(x);
     constexpr int kMaxVpt = sizeof(T) == 4 ? 8 : 16;  // registers held per thread: 64 (raw)
-    const auto go = [&](auto kernel) { e = cudaLaunchKernelEx(&cfg, kernel, xt, K, q, scales); };
+    // One row per block.
+    const auto go = [&](auto kernel) {
+      e = launch_pdl_if(pdl, kernel, dim3(static_cast<unsigned>(M)), dim3(kThreads), 0, stream, xt, K, q, scales);
+    };
     if (per_thread <= 1)
       go(quant_token_regs_kernel<T, 1>);
     else if (per_thread <= 2)

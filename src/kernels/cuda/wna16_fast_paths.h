@@ -89,7 +89,7 @@ constexpr int wna16_stream_default_stages(int m_tiles) { return m_tiles == 1 ? 6
 // stage); 0 where fewer than max(2, warp_phases) remain (the kernel cannot run). Invariant: a consumer warp's
 // previous use of its next ring slot is then that slot's previous stage, which it waited for itself, so the parity
 // of its mbarrier wait cannot be met by a phase two behind. (With 4 slots and 3 groups a warp could pass the wait
-// for stage i while stage i - 4 was still landing and read it; 8 B decode with 4 stages failed with a launch error.)
+// for stage i while stage i - 4 was still landing and read it; 8B decode with 4 stages failed with a launch error.)
 constexpr int wna16_stream_ring_stages(int fit, int cap, int warp_phases) {
   const int phases = warp_phases < 1 ? 1 : warp_phases;
   int stages = fit < cap ? fit : cap;

@@ -474,7 +474,8 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
   // parity waits rely on it).
   static const int64_t env_stages = env_int("QLM_W4FAST_STREAM_MAX_STAGES", 0);
-  const int64_t set = wna16_stream_max_stages_override() > 0 ? wna16_stream_max_stages_override() : env_stages;
+  const int64_t overridden = wna16_stream_max_stages_override();
+  const int64_t set = overridden > 0 ? overridden : env_stages;
   const int phases = S::kLate ? S::kWK : 1;
   const int cap = std::max(
       phases, set > 0 ? static_cast<int>(std::clamp<int64_t>(set, 2, kMaxStages)) : wna16_stream_default_stages(MT));
