@@ -18,15 +18,19 @@ for shape in $SHAPES; do
   k=${shape%%:*} n=${shape##*:}
   for config in ${CONFIGS:-rule off swap128x32 swap128x64 swap64x128c12 swap128x128c12}; do
     if [[ $config == rule ]]; then unset QLM_FP8_CUTLASS_CONFIG; else export QLM_FP8_CUTLASS_CONFIG=$config; fi
+    # The rule's own promotion interval unless PROMOTIONS is set ("promotion":0 in the records); a forced
+    # configuration promotes every 4 k-steps by default (as the kernel does for a forced one).
     promotions=${PROMOTIONS:-4}
-    [[ $config == off ]] && promotions=4  # cuBLASLt: no CUTLASS promotion
+    [[ $config == rule && -z ${PROMOTIONS:-} ]] && promotions=0
+    [[ $config == off ]] && promotions=0  # cuBLASLt: no CUTLASS promotion
     for p in $promotions; do
-      QLM_FP8_PROMOTION=$p "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 --format fp8 --k "$k" --n "$n" \
+      if ((p > 0)); then export QLM_FP8_PROMOTION=$p; else unset QLM_FP8_PROMOTION; fi
+      "$QLM_BUILD/qlm" bench-linear --device cuda --dtype bf16 --format fp8 --k "$k" --n "$n" \
         --m "$MS" --iters 10 --json |
         sed "s/^{/{\"config\":\"$config\",\"promotion\":$p,/" >>"$OUT/fp8_configs.jsonl" 2>>"$OUT/fp8_errors.txt"
     done
   done
 done
-unset QLM_FP8_CUTLASS_CONFIG
+unset QLM_FP8_CUTLASS_CONFIG QLM_FP8_PROMOTION
 [[ ${TORCH:-1} == 1 ]] &&
   python3 scripts/bench_gpu_torch.py --out "$OUT/fp8_torch.jsonl" --ms "$MS" --peers torch_scaled_mm_fp8,torch_scaled_mm_fp8_with_quant

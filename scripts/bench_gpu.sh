@@ -39,4 +39,8 @@ done
   done
 done
 tail -5 "$OUT/qlm_errors.txt" 2>/dev/null
-python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --decode "$OUT/decode.jsonl" --stdout | tee "$OUT/gpu_perf.md"
+# The table needs the peers' file (TORCH=0 leaves only qlm.jsonl, e.g. for gen_gpu_perf.py --qlm-rerun).
+if [[ -s "$OUT/torch.jsonl" ]]; then
+  python3 scripts/gen_gpu_perf.py "$OUT/torch.jsonl" "$OUT/qlm.jsonl" --decode "$OUT/decode.jsonl" --stdout |
+    tee "$OUT/gpu_perf.md"
+fi

@@ -2,7 +2,9 @@
 # Runs a plan of steps in one `device` call under a deadline, so that one slow or hung step cannot take the
 # call's (and the session's) device time with it: each step has its own time limit, a step whose limit would
 # pass the deadline is skipped (and said so), and every step's output lands in $OUT/<name>.log with a summary
-# in $OUT/plan.txt (also printed).
+# in $OUT/plan.txt (also printed). The device tool brings back at most 8 files from $OUT, so each step's own
+# files ($OUT/NAME/...) are packed into one $OUT/steps.tar.gz at the end (tar -xzf it to read them): the
+# summary, one log per step and the archive come back for plans of up to 6 steps.
 #
 # Plan: one step per line, "LIMIT_S NAME COMMAND..." (blank lines and lines starting with # ignored); COMMAND
 # runs under bash in the repo root with OUT set to $OUT/NAME. From a file (PLAN=path) or standard input.
@@ -44,4 +46,11 @@ while read -r limit name command; do
   esac
   echo "$name: $verdict in ${took} s" | tee -a "$summary"
 done <<<"$plan"
+steps=()
+for dir in "$OUT"/*/; do
+  [[ -d $dir ]] && steps+=("$(basename "$dir")")
+done
+if ((${#steps[@]})); then
+  tar -czf "$OUT/steps.tar.gz" -C "$OUT" "${steps[@]}" && (cd "$OUT" && rm -rf "${steps[@]}")
+fi
 echo "plan done in $(($(date +%s) - start)) s" | tee -a "$summary"

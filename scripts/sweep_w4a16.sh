@@ -30,6 +30,7 @@ if [[ -n ${TESTS:-} ]]; then
   timeout "${TEST_TIMEOUT:-300}" "$QLM_BUILD/tests/qlm_tests" --gtest_filter="$TESTS" >"$OUT/tests.log" 2>&1
   echo "tests ($TESTS) exit $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]' "$OUT/tests.log" | tr '\n' ' ')" >>"$S"
   grep -E '^\[  FAILED|Failure' "$OUT/tests.log" | head -20 >>"$S"
+  cat "$S"
 fi
 shapes=${SHAPES:-"4096:6144 4096:4096 4096:28672 14336:4096 8192:10240 8192:8192 8192:57344 28672:8192"}
 IFS=';' read -r -a variants <<<"${VARIANTS:-rule}"
@@ -43,12 +44,13 @@ for shape in $shapes; do
     env $settings timeout "${BENCH_TIMEOUT:-120}" "$QLM_BUILD/qlm" bench-linear --device "${DEVICE:-cuda}" \
       --dtype "${DTYPE:-bf16}" ${FORMAT:---format gptq --bits 4 --group 128} --k "$k" --n "$n" \
       --m "${MS:-1,4,8,16,32,64,128,256}" --iters "${ITERS:-10}" --json >"$OUT/last.jsonl" 2>"$OUT/last_err.txt" ||
-      echo "$k x $n $name: bench-linear failed: $(tail -1 "$OUT/last_err.txt")" >>"$S"
+      echo "$k x $n $name: bench-linear failed: $(tail -1 "$OUT/last_err.txt")" | tee -a "$S"
     python3 - "$OUT/last.jsonl" "$k x $n $name" >>"$S" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print(sys.argv[2] + ": " + "  ".join(f"{r['m']}:{r['median_us']:.1f}/{r.get('path', '')}" for r in recs))
 PY
+    tail -1 "$S"
     sed "s/^{/{\"variant\":\"$name\",/" "$OUT/last.jsonl" >>"$OUT/sweep.jsonl"
     if [[ -s "$OUT/last_err.txt" ]]; then
       echo "== $k x $n $name" >>"$OUT/stderr.log"
@@ -57,4 +59,3 @@ PY
   done
 done
 rm -f "$OUT/last.jsonl" "$OUT/last_err.txt"
-cat "$S"
