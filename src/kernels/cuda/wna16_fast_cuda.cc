@@ -252,14 +252,15 @@ namespace qlm {
 #ifndef QLM_WITH_CUTLASS
 namespace cuda {  // no sm_90a kernels in this build: the wgmma path is never usable
 bool wna16_wgmma_built() { return false; }
-cudaError_t launch_wna16_wgmma_permute_x(const void*, int64_t, int64_t, const int32_t*, int64_t, void*, cudaStream_t) {
+cudaError_t launch_wna16_wgmma_permute_x(const void*, int64_t, int64_t, const int32_t*, int64_t, void*, bool,
+                                         cudaStream_t) {
   return cudaErrorNotSupported;
 }
 bool wna16_wgmma_usable(const Wna16FastArgs&, int) { return false; }
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int) { return 0; }
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int) { return 0; }
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, float*, unsigned*,
-                                    const float*, void*, cudaStream_t) {
+                                    const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -283,6 +284,11 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
   const int mode = g_wgmma_one_group.load();
   const bool enabled = mode < 0 ? env : mode != 0;
   return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
+}
+
+int wna16_wgmma_max_stages() {
+  static const int cap = static_cast<int>(std::clamp<int64_t>(env_int("QLM_WGMMA_MAX_STAGES", 8), 2, 8));
+  return cap;
 }
 
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
@@ -450,8 +456,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   void run_wgmma(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
     Tensor xp = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
     const bool vectors = identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
+    // Programmatic dependent launch (QLM_WGMMA_PDL=0: plain stream order): x is permuted by a kernel that waits for
+    // the previous one first; the GEMM's blocks request their first ring of weights while it runs.
+    static const bool pdl = env_int("QLM_WGMMA_PDL", 1) != 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
-                                                      a_.rows, xp.raw_data(), ctx.stream));
+                                                      a_.rows, xp.raw_data(), pdl, ctx.stream));
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
     const int tn = cuda::kWna16WgmmaTiles[tile].tokens;
     // Every block gets at least min_stages k-stages (fewer partial sums on small layers).
@@ -465,8 +474,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + cols - 1) / cols);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks);
     Tensor ws = Tensor::empty({tiles * slots * tn * cols}, DType::F32, cfg_.device);
+    const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, cuda::kWna16WgmmaTiles[tile].per_sm, ctx.sm_count);
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, ws.data<float>(),
-                                                 counters_for(tiles), b, y.raw_data(), ctx.stream));
+                                                 counters_for(tiles), b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

@@ -78,12 +78,17 @@ inline constexpr int64_t kWna16Gemv4FullWavePercent = 90;
 inline constexpr int64_t kWna16Gemv4OneTokenWavePercent = 70;
 // The stream kernel's ring (wna16_stream_kernels.cu): at most kWna16StreamMaxStages stages of 16 KB of codes.
 inline constexpr int kWna16StreamMaxStages = 12;
-// Its default depth by m-tiles: 6 at one (M <= 8), the deepest that fits at two. Measured in the model on the H200
-// (docs/w4a16-kernel-notes.md, v7g): with 6 stages (~110 KB of shared memory instead of ~210, so the neighbouring
-// kernels' blocks fit beside it) 8B decode ran 379.7 / 380.2 tokens/s against 374.2 / 374.7 with 12 at a 16-token
-// prompt, 346.2 against 340.6 / 341.3 at 4000, the 8-layer 70B 583.1 / 583.3 against 576.8 / 565.5.
+// Its default depth by m-tiles: 6 at one (M <= 8), 4 at two (M = 9-16), the deepest that fits at more. Measured on
+// the H200 (docs/w4a16-kernel-notes.md, v7g-v7h): with 6 stages at one m-tile (~110 KB of shared memory instead of
+// ~210, so the neighbouring kernels' blocks fit beside it) 8B decode ran 379.7 / 380.2 tokens/s against 374.2 /
+// 374.7 with 12 at a 16-token prompt, 346.2 against 340.6 / 341.3 at 4000, the 8-layer 70B 583.1 / 583.3 against
+// 576.8 / 565.5 (3 stages: within 0.5 %). At two m-tiles, layers alone at M = 9 / 12 / 16: 4 stages against 12
+// 8b.gate_up 28.6 / 28.8 / 29.1 vs 30.3 / 30.4 / 29.9 us, 70b.qkv 23.2 / 23.5 / 23.8 vs 24.8 / 25.2 / 24.8,
+// 70b.down 49.9 / 50.3 / 50.6 vs 50.6 / 50.9 / 51.0, 70b.gate_up 89.6 / 90.0 / 90.7 vs 89.2 / 89.4 / 90.0.
 // QLM_W4FAST_STREAM_MAX_STAGES=n (2-12) sets the cap for every m-tile count.
-constexpr int wna16_stream_default_stages(int m_tiles) { return m_tiles == 1 ? 6 : kWna16StreamMaxStages; }
+constexpr int wna16_stream_default_stages(int m_tiles) {
+  return m_tiles == 1 ? 6 : m_tiles == 2 ? 4 : kWna16StreamMaxStages;
+}
 // The ring depth for `fit` stages in shared memory, at most `cap`, rounded down to a multiple of `warp_phases`:
 // the consumer warp groups that take the stages in turn (3 at one m-tile, 2 at two; 1 where every warp reads every
 // stage); 0 where fewer than max(2, warp_phases) remain (the kernel cannot run). Invariant: a consumer warp's
@@ -95,6 +100,16 @@ constexpr int wna16_stream_ring_stages(int fit, int cap, int warp_phases) {
   int stages = fit < cap ? fit : cap;
   stages -= stages > 0 ? stages % phases : 0;
   return stages >= 2 && stages >= phases ? stages : 0;
+}
+// Whether the wgmma GEMM's grid of `blocks` blocks (at most per_sm per multiprocessor) is launched for programmatic
+// dependent launch: only where every placement of the blocks puts as many on the busiest multiprocessor as the
+// even one does, i.e. blocks > (per_sm - 1) * sm_count. Launched early, while the kernel before still holds
+// resources, the blocks are packed onto the multiprocessors that have room, up to per_sm each, instead of spread
+// one per multiprocessor: H200, 8b.o (128 blocks of 2 per SM at M = 64, 256 of 3 at 17 / 32) 24.2 / 19.9 / 20.1
+// us with it against 19.1 / 17.0 / 17.2 without; on full grids it gains 1-3 us (70b.qkv M = 64 42.9 vs 46.0,
+// docs/w4a16-kernel-notes.md, v7h). sm_count <= 0 (unknown): never.
+constexpr bool wna16_wgmma_pdl_grid(int64_t blocks, int per_sm, int sm_count) {
+  return sm_count > 0 && blocks > static_cast<int64_t>(per_sm - 1) * sm_count;
 }
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;

@@ -24,9 +24,10 @@ namespace qlm::cuda {
 bool wna16_wgmma_built();
 
 // xp [M, rows] = x [M, ldx] in packed-row order (row_source, -1: zero) and the MMA's k order. row_source
-// null: identity rows, 16-byte aligned x with ldx % 8 == 0 (vector copies).
+// null: identity rows, 16-byte aligned x with ldx % 8 == 0 (vector copies). pdl: launched for programmatic
+// dependent launch (pdl.cuh; the kernel waits for the previous one first, then lets the GEMM launch).
 cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
-                                         void* xp, cudaStream_t stream);
+                                         void* xp, bool pdl, cudaStream_t stream);
 
 // The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
 // forces one (tuning).
@@ -48,8 +49,14 @@ int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile);
 // Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tokens * columns floats).
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks);
 // y[M, N] = x · W (+ bias): x [M, ldx] 16-bit from launch_wna16_wgmma_permute_x (16-byte aligned rows,
-// ldx % 8 == 0); counters: one unsigned per tile, zero (left zero).
+// ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
+// launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
+// previous kernel (the permutation of x), and x after.
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream);
+                                    float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                    cudaStream_t stream);
+// The cap on the wgmma kernel's ring depth (stages of 8 k-tiles; the kernel's own maximum is 8, fewer where
+// shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning), else 8.
+int wna16_wgmma_max_stages();
 
 }  // namespace qlm::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/sm90a/wna16_wgmma_tiles.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_wgmma.h"
@@ -18,6 +19,7 @@ namespace {
 // row_source. Identity rows and 16-byte aligned x: one thread per (token, k-tile) moves 32 bytes.
 __global__ void permute_x_kernel(const uint16_t* __restrict__ x, int64_t M, int64_t ldx,
                                  const int32_t* __restrict__ row_source, int64_t rows, uint16_t* __restrict__ xp) {
+  pdl_enter();  // x is the previous kernel's output; xp may still be read by an earlier GEMM
   const int64_t k_tiles = rows / 16;
   if (row_source == nullptr) {
     for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < M * k_tiles;
@@ -48,15 +50,16 @@ int64_t stages_per_tile(const Wna16FastArgs& w) {
 bool wna16_wgmma_built() { return true; }
 
 cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
-                                         void* xp, cudaStream_t stream) {
+                                         void* xp, bool pdl, cudaStream_t stream) {
   const bool vectors = row_source == nullptr;
   if (vectors && (reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0)) return cudaErrorInvalidValue;
   const int64_t work = vectors ? M * (rows / 16) : M * rows;
   const int threads = 256;
   const int64_t blocks = std::clamp<int64_t>((work + threads - 1) / threads, 1, 65535);
-  permute_x_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const uint16_t*>(x), M, ldx,
-                                                                          row_source, rows, static_cast<uint16_t*>(xp));
-  return cudaGetLastError();
+  const cudaError_t e = launch_pdl_if(pdl, permute_x_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
+                                      stream, static_cast<const uint16_t*>(x), M, ldx, row_source, rows,
+                                      static_cast<uint16_t*>(xp));
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
@@ -90,9 +93,10 @@ int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, in
 }
 
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    float* ws, unsigned* counters, const float* bias, void* y, cudaStream_t stream) {
+                                    float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                    cudaStream_t stream) {
   if (w.bits != 4) return cudaErrorInvalidValue;
-  const WgmmaCall c{&w, x, ldx, M, tile, blocks, ws, counters, bias, y, stream};
+  const WgmmaCall c{&w, x, ldx, M, tile, blocks, ws, counters, bias, y, pdl, stream};
   switch (tile) {
     case 0: return wgmma_tile0_launch(c);
     case 1: return wgmma_tile1_launch(c);

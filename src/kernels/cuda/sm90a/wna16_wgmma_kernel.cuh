@@ -28,6 +28,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/sm90a/wna16_wgmma_tiles.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -214,6 +215,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   unsigned char* const smem = smem_raw + (sbase - raw);
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
 
+  // Programmatic dependent launch (a no-op without it): the next kernel may take this SM once this block has left
+  // it; it waits for this grid before touching its output.
+  allow_dependents();
   // Zeros in every stage: the k-tiles past K of a last stage and the column blocks past N read slots
   // no copy filled; their products must stay finite (they are multiplied by zero x or never stored).
   constexpr int kThreads = block_threads<PW, CW>();
@@ -234,42 +238,57 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     if (warp != kConsumerWarps) return;
     if (lane == 0) prefetch_tensor_map(&xmap);
     const uint64_t policy = evict_first_policy();
-    StageCursor at(q_begin, per_tile, kKS, tpg);
-    int slot = 0;
-    uint32_t phase = 0;
-    for (int64_t q = q_begin; q < q_end; ++q) {
-      const int64_t mi = at.tile / n_tiles, nt = at.tile % n_tiles;
-      const int64_t k0 = at.j * kKS, nb0 = nt * kWN, m0 = mi * TN;
+    // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
+    // stage's expect_tx, which counts the token tile too) and / or the token tile.
+    const auto copy_stage = [&](const StageCursor& c, int slot, bool weights, bool x_tile) {
+      const int64_t mi = c.tile / n_tiles, nt = c.tile % n_tiles;
+      const int64_t k0 = c.j * kKS, nb0 = nt * kWN, m0 = mi * TN;
       const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
-      const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
-      const int ng = at.groups(nkt, tpg);
-      if (q - q_begin >= stages) mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      const uint32_t code_bytes = nkt * 512;
-      const uint32_t bytes = 2 * kXBox + nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
       const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
-      if (lane == 0) {
-        mbar_expect_tx(bar, bytes);
-        // The token tile, 64 k per box, in the 128-byte swizzle; rows >= M and k >= K arrive as zeros
-        // (a box wholly past K too: the consumers multiply every k-tile of a stage).
+      if (weights) {
+        const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
+        const int ng = c.groups(nkt, tpg);
+        const uint32_t code_bytes = nkt * 512;
+        const uint32_t bytes = 2 * kXBox + nvalid * code_bytes + (ZP ? 2 : 1) * ng * nvalid * 128;
+        if (lane == 0) mbar_expect_tx(bar, bytes);
+        __syncwarp();
+        if (lane < nvalid) {
+          const uint32_t* src = static_cast<const uint32_t*>(w.codes) + ((nb0 + lane) * k_tiles + k0) * 128;
+          const uint32_t dst = base + kXBytes + lane * kBlockStageBytes;
+          if (m_tiles == 1)
+            bulk_load_hint(dst, src, code_bytes, bar, policy);
+          else
+            bulk_load(dst, src, code_bytes, bar);
+        }
+        load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
+                                   base + kXBytes + kCodeBytes, par_bytes, bar);
+      }
+      // The token tile, 64 k per box, in the 128-byte swizzle; rows >= M and k >= K arrive as zeros (a box
+      // wholly past K too: the consumers multiply every k-tile of a stage).
+      if (x_tile && lane == 0)
         for (int b = 0; b < 2; ++b)
           tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
-      }
-      __syncwarp();
-      if (lane < nvalid) {
-        const uint32_t* src = static_cast<const uint32_t*>(w.codes) + ((nb0 + lane) * k_tiles + k0) * 128;
-        const uint32_t dst = base + kXBytes + lane * kBlockStageBytes;
-        if (m_tiles == 1)
-          bulk_load_hint(dst, src, code_bytes, bar, policy);
-        else
-          bulk_load(dst, src, code_bytes, bar);
-      }
-      load_group_params<ZP, kWN>(lane, ng, at.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
-                                 base + kXBytes + kCodeBytes, par_bytes, bar);
+    };
+    // The first ring's weights go out before waiting for the previous kernel (programmatic dependent launch: a
+    // no-op without it), which writes x; their token tiles after. Each stage's barrier completes only when both
+    // have landed (its expect_tx counts both).
+    StageCursor at(q_begin, per_tile, kKS, tpg), first(q_begin, per_tile, kKS, tpg);
+    const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
+    for (int i = 0; i < pre; ++i, at.next(per_tile, kKS, tpg)) copy_stage(at, i, true, false);
+    wait_for_predecessor();
+    for (int i = 0; i < pre; ++i, first.next(per_tile, kKS, tpg)) copy_stage(first, i, false, true);
+    int slot = 0;
+    uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
+    for (int64_t q = q_begin + pre; q < q_end; ++q) {
+      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
+      copy_stage(at, slot, true, true);
       if (++slot == stages) slot = 0, phase ^= 1u;
       at.next(per_tile, kKS, tpg);
     }
     return;
   }
+  // The consumers write y, the partial sums and the counters, which the previous kernel may still use.
+  wait_for_predecessor();
 
   if constexpr (PW == 4)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_registers<CW>()) : "memory");
@@ -596,7 +615,7 @@ Plan plan_of(const Wna16FastArgs& w) {
   const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
   const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE, OG>();
-  p.stages = std::min<int>(kMaxStages, (limit - kAlign) / p.stage_bytes);
+  p.stages = std::min<int>(std::min(kMaxStages, wna16_wgmma_max_stages()), (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
   return p;
@@ -651,10 +670,11 @@ struct LaunchF {
     const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, c.x, c.ldx, c.M, TN, &xmap)) return cudaErrorInvalidValue;
-    wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG><<<c.blocks, block_threads<PW, CW>(), p.smem, c.stream>>>(
-        xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes, p.par_bytes,
+    const cudaError_t e = launch_pdl_if(
+        c.pdl, wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks), dim3(block_threads<PW, CW>()),
+        p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes, p.par_bytes,
         wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks), c.ws, c.counters, c.bias, static_cast<uint16_t*>(c.y));
-    return cudaGetLastError();
+    return e != cudaSuccess ? e : cudaGetLastError();
   }
 };
 

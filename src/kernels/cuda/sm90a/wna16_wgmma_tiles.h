@@ -20,6 +20,7 @@ struct WgmmaCall {
   unsigned* counters;
   const float* bias;
   void* y;
+  bool pdl;
   cudaStream_t stream;
 };
 
