@@ -392,15 +392,15 @@ TEST(Wna16FastPaths, StreamRingStages) {
 // Programmatic dependent launch of the wgmma GEMM only on grids whose busiest multiprocessor cannot get more
 // blocks than the even placement gives it.
 TEST(Wna16FastPaths, WgmmaPdlGrid) {
-  EXPECT_TRUE(wna16_wgmma_pdl_grid(1, 1, 132));     // one block per SM at most: never packed
+  EXPECT_TRUE(wna16_wgmma_pdl_grid(1, 1, 132));  // one block per SM at most: never packed
   EXPECT_TRUE(wna16_wgmma_pdl_grid(132, 1, 132));
   EXPECT_FALSE(wna16_wgmma_pdl_grid(128, 2, 132));  // 8b.o at M = 64: one each spread, two each packed
   EXPECT_FALSE(wna16_wgmma_pdl_grid(132, 2, 132));
-  EXPECT_TRUE(wna16_wgmma_pdl_grid(133, 2, 132));   // some SM holds two either way
+  EXPECT_TRUE(wna16_wgmma_pdl_grid(133, 2, 132));  // some SM holds two either way
   EXPECT_TRUE(wna16_wgmma_pdl_grid(264, 2, 132));
   EXPECT_FALSE(wna16_wgmma_pdl_grid(256, 3, 132));  // 8b.o at M = 17 (3 per SM): 2 each spread, 3 packed
   EXPECT_TRUE(wna16_wgmma_pdl_grid(265, 3, 132));
-  EXPECT_FALSE(wna16_wgmma_pdl_grid(264, 1, 0));    // SM count unknown
+  EXPECT_FALSE(wna16_wgmma_pdl_grid(264, 1, 0));  // SM count unknown
 }
 
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.

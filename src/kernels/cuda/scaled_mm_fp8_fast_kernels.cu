@@ -288,9 +288,8 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
         }
     }
   }
+  // acc[j]: {row g, token 2t}, {row g, token 2t+1}, {row g+8, token 2t}, {row g+8, token 2t+1}.
   if (!active) return;
-
-    // acc[j]: {row g, token 2t}, {row g, token 2t+1}, {row g+8, token 2t}, {row g+8, token 2t+1}.
 #pragma unroll
   for (int j = 0; j < MT; ++j)
 #pragma unroll
@@ -347,23 +346,13 @@ cudaError_t launch_mt(const Fp8FastGemmArgs& a, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(MT * 8) * (kc + kRowPad);
   const dim3 grid(static_cast<unsigned>((a.N + kFp8FastRowsPerBlock - 1) / kFp8FastRowsPerBlock),
                   static_cast<unsigned>(a.splits));
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = a.pdl ? 1 : 0;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, fp8_fast_gemm_kernel<MT, T>, a, kc);
+  cudaError_t e = launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T>, grid, dim3(kThreads), smem, stream, a, kc);
   if (e != cudaSuccess) return e;
   if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1) return e;
   const int64_t quads = a.M * a.N / 4;
   const int64_t want = (quads + 255) / 256;
-  cfg.gridDim = dim3(static_cast<unsigned>(want < 4096 ? want : 4096));
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = 0;
-  e = cudaLaunchKernelEx(&cfg, fp8_fast_reduce_kernel<T>, a);
+  e = launch_pdl_if(a.pdl, fp8_fast_reduce_kernel<T>, dim3(static_cast<unsigned>(want < 4096 ? want : 4096)), dim3(256),
+                    0, stream, a);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -498,18 +498,10 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const bool x_box = MT > 1 && x_boxes &&
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(StreamShape<BITS, MT>::kThreads);
-  cfg.dynamicSmemBytes = p.smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&cfg, stream_kernel<BITS, BF16, MT, ZP>, xmap, x_box, w, static_cast<const uint16_t*>(x), ldx,
-                         static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
-                         wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+  const cudaError_t e = launch_pdl_if(
+      pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks), dim3(StreamShape<BITS, MT>::kThreads), p.smem, stream, xmap,
+      x_box, w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
+      wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 

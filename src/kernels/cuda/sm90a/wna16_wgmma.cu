@@ -56,9 +56,9 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
   const int64_t work = vectors ? M * (rows / 16) : M * rows;
   const int threads = 256;
   const int64_t blocks = std::clamp<int64_t>((work + threads - 1) / threads, 1, 65535);
-  const cudaError_t e = launch_pdl_if(pdl, permute_x_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
-                                      stream, static_cast<const uint16_t*>(x), M, ldx, row_source, rows,
-                                      static_cast<uint16_t*>(xp));
+  const cudaError_t e =
+      launch_pdl_if(pdl, permute_x_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream,
+                    static_cast<const uint16_t*>(x), M, ldx, row_source, rows, static_cast<uint16_t*>(xp));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
