@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/pdl.cuh"
+
 namespace qlm::cuda::bulk {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -128,6 +130,30 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
     const uint32_t at = dst + lane * (WN * 128);
     bulk_load(at, static_cast<const uint4*>(scales) + src, nvalid * 128, bar);
     if constexpr (ZP) bulk_load(at + par_bytes, static_cast<const uint4*>(zeros) + src, nvalid * 128, bar);
+  }
+}
+
+// The producer warp's walk over its stages [q_begin, q_end) through a ring of `stages` slots (empty barriers at
+// empty0 + 8 * slot): copy_stage(cursor, slot, weights, x) issues one stage's copies, the weights with the stage's
+// expect_tx (which counts the activations' bytes too) and / or its activations. The first ring's weights go out
+// before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
+// activations; their activations after. Stage q_begin + i takes slot i % stages and phase (i / stages) & 1, as the
+// consumers count.
+template <typename CopyStage>
+__device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
+                                               int stages, uint32_t empty0, CopyStage&& copy_stage) {
+  StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
+  const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
+  for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg)) copy_stage(at, i, true, false);
+  wait_for_predecessor();
+  for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg)) copy_stage(first, i, false, true);
+  int slot = 0;
+  uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
+  for (int64_t q = q_begin + pre; q < q_end; ++q) {
+    mbar_wait(empty0 + 8 * slot, phase ^ 1u);
+    copy_stage(at, slot, true, true);
+    if (++slot == stages) slot = 0, phase ^= 1u;
+    at.next(per_tile, ks, tpg);
   }
 }
 

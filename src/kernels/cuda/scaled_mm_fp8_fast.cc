@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/act_quant.h"
@@ -89,13 +90,11 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // Tuning / diagnosis: QLM_FP8_FAST_SPLITS forces the K split (clamped), QLM_FP8_FAST_PDL=0
     // turns programmatic dependent launch off.
     if (const char* env = std::getenv("QLM_FP8_FAST_SPLITS")) force_splits_ = std::max(0, std::atoi(env));
-    const char* pdl = std::getenv("QLM_FP8_FAST_PDL");
-    pdl_ = c_.capability >= 90 && !(pdl && std::string(pdl) == "0");
+    pdl_ = c_.capability >= 90 && env_switch_on("QLM_FP8_FAST_PDL");
     // The quantizer is launched for programmatic dependent launch too (its launch overlaps the previous kernel's
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
     // QLM_FP8_QUANT_PDL=0 launches it in plain stream order.
-    const char* quant_pdl = std::getenv("QLM_FP8_QUANT_PDL");
-    quant_pdl_ = pdl_ && !(quant_pdl && std::string(quant_pdl) == "0");
+    quant_pdl_ = pdl_ && env_switch_on("QLM_FP8_QUANT_PDL");
     // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
     use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
     if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {

@@ -159,22 +159,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
       if (x_rows && !box && lane < rows)
         bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
     };
-    // Position by counting (a 64-bit division per stage made this warp the bottleneck); ring slot and phase.
-    // The first ring's weights go out before waiting for the previous kernel (programmatic dependent
-    // launch: a no-op without it), whose output x may be; their x rows after.
-    StageCursor at(q_begin, per_tile, KS, tpg), first(q_begin, per_tile, KS, tpg);
-    const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
-    for (int i = 0; i < pre; ++i, at.next(per_tile, KS, tpg)) copy_stage(at, i, true, false);
-    wait_for_predecessor();
-    for (int i = 0; i < pre; ++i, first.next(per_tile, KS, tpg)) copy_stage(first, i, false, true);
-    int slot = 0;
-    uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
-    for (int64_t q = q_begin + pre; q < q_end; ++q) {
-      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      copy_stage(at, slot, true, true);
-      if (++slot == stages) slot = 0, phase ^= 1u;
-      at.next(per_tile, KS, tpg);
-    }
+    // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
+    // before the wait for the previous kernel, whose output x may be, their x rows after.
+    produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage);
     return;
   }
 

@@ -269,22 +269,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         for (int b = 0; b < 2; ++b)
           tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
     };
-    // The first ring's weights go out before waiting for the previous kernel (programmatic dependent launch: a
-    // no-op without it), which writes x; their token tiles after. Each stage's barrier completes only when both
-    // have landed (its expect_tx counts both).
-    StageCursor at(q_begin, per_tile, kKS, tpg), first(q_begin, per_tile, kKS, tpg);
-    const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
-    for (int i = 0; i < pre; ++i, at.next(per_tile, kKS, tpg)) copy_stage(at, i, true, false);
-    wait_for_predecessor();
-    for (int i = 0; i < pre; ++i, first.next(per_tile, kKS, tpg)) copy_stage(first, i, false, true);
-    int slot = 0;
-    uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
-    for (int64_t q = q_begin + pre; q < q_end; ++q) {
-      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-      copy_stage(at, slot, true, true);
-      if (++slot == stages) slot = 0, phase ^= 1u;
-      at.next(per_tile, kKS, tpg);
-    }
+    // The first ring's weights before the wait for the previous kernel, which writes x; their token tiles after.
+    produce_stages(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage);
     return;
   }
   // The consumers write y, the partial sums and the counters, which the previous kernel may still use.
