@@ -13,6 +13,7 @@
 #include "cuda/graph.h"
 #include "kernels/cuda/wna16_fast_layout.h"
 #include "kernels/cuda/wna16_fast_paths.h"
+#include "kernels/cuda/wna16_wgmma.h"
 #include "kernels/mp_linear.h"
 #include "tests/kernels/wna16_random.h"
 #include "tests/support/cuda_test_util.h"
@@ -37,6 +38,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_tile(-1);
     set_wna16_wgmma_late(-1);
     set_wna16_wgmma_one_group(-1);
+    set_wna16_wgmma_pair(0);
     set_wna16_stream_max_stages(0);
   }
 
@@ -252,6 +254,45 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
   }
 }
 
+// Column tiles in pairs (clusters of two blocks multicasting the token tile): every tile configuration on layers
+// with odd and even column-tile counts (an odd count leaves the last pair's second tile past N), the one-group,
+// general and late loops, both act dtypes, M from 1 to 300, against the CPU reference.
+TEST_F(CudaWna16FastTest, WgmmaPairs) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  set_wna16_wgmma_pair(2);
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 61},
+      {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 62},
+      {.bits = 4, .K = 520, .N = 130, .group_size = -1, .seed = 63},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 64},  // the general loop
+  };
+  const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(specs[0]).weights, true);
+  cuda::Wna16FastArgs args{};
+  args.bits = 4, args.bf16 = true, args.n_blocks = L.n_blocks, args.k_tiles = L.k_tiles;
+  args.tiles_per_group = L.tiles_per_group;
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+    SCOPED_TRACE(fmt::format("tile {}", tile));
+    // What the device holds at once (the pairs' grid; printed for the notes): clusters of 2 vs blocks / 2.
+    const int pairs = cuda::wna16_wgmma_max_clusters(args, tile, 2),
+              singles = cuda::wna16_wgmma_max_clusters(args, tile, 1);
+    std::printf("tile %d: resident clusters of 2: %d, of 1: %d\n", tile, pairs, singles);
+    EXPECT_GE(pairs, 1);
+    set_wna16_wgmma_tile(tile);
+    for (const auto& s : specs) {
+      check(s, DType::BF16, {1, 9, 33, 64, 65, 129, 300}, Wna16FastPath::Wgmma);
+      check(s, DType::F16, {5, 70}, Wna16FastPath::Wgmma);
+    }
+  }
+  set_wna16_wgmma_late(1);
+  for (int tile : {3, 5}) {
+    SCOPED_TRACE(fmt::format("late, tile {}", tile));
+    set_wna16_wgmma_tile(tile);
+    check(specs[0], DType::BF16, {3, 16}, Wna16FastPath::Wgmma);
+  }
+  set_wna16_wgmma_late(-1);
+  set_wna16_wgmma_pair(0);
+}
+
 // The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (768 on a layer
 // of 4e7 weights), matching the reference; elsewhere the tiled path up to 128, then cuBLAS.
 TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
@@ -401,6 +442,21 @@ TEST(Wna16FastPaths, WgmmaPdlGrid) {
   EXPECT_FALSE(wna16_wgmma_pdl_grid(256, 3, 132));  // 8b.o at M = 17 (3 per SM): 2 each spread, 3 packed
   EXPECT_TRUE(wna16_wgmma_pdl_grid(265, 3, 132));
   EXPECT_FALSE(wna16_wgmma_pdl_grid(264, 1, 0));  // SM count unknown
+}
+
+// The wgmma ring's default cap: 3 / 4 stages on the 128-token tiles of 256 / fewer columns, the kernel's 8 on the
+// others.
+TEST(Wna16FastPaths, WgmmaDefaultStages) {
+  EXPECT_EQ(wna16_wgmma_default_stages(16, 128), 8);
+  EXPECT_EQ(wna16_wgmma_default_stages(64, 384), 8);
+  EXPECT_EQ(wna16_wgmma_default_stages(127, 256), 8);
+  EXPECT_EQ(wna16_wgmma_default_stages(128, 128), 4);
+  EXPECT_EQ(wna16_wgmma_default_stages(128, 192), 4);
+  EXPECT_EQ(wna16_wgmma_default_stages(128, 256), 3);
+  for (const cuda::Wna16WgmmaTile& t : cuda::kWna16WgmmaTiles) {
+    const int cap = wna16_wgmma_default_stages(t.tokens, t.columns());
+    EXPECT_TRUE(cap >= 2 && cap <= 8) << t.tokens << " x " << t.columns();
+  }
 }
 
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.

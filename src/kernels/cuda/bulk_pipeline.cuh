@@ -49,6 +49,50 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 #endif
 }
+// The same at cluster scope: also acquires what threads of other blocks of the cluster released with their arrivals
+// (mbar_arrive_peer).
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+#ifdef QLM_BULK_SM90
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// Arrives once on the mbarrier at the same shared-memory offset as `bar` in block `rank` of the cluster, releasing
+// this thread's earlier accesses at cluster scope.
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t rank) {
+#ifdef QLM_BULK_SM90
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+#endif
+}
+// This block's rank in its cluster (0 without a cluster launch).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r = 0;
+#ifdef QLM_BULK_SM90
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+// Every non-exited thread of the cluster: what each did before is visible to all after (a no-op cost-wise
+// without a cluster launch, but every thread of the block must reach it).
+__device__ __forceinline__ void cluster_sync() {
+#ifdef QLM_BULK_SM90
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
 // bytes (a multiple of 16, 16-byte aligned ends) from global to shared memory, completing on bar.
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
 #ifdef QLM_BULK_SM90
@@ -75,6 +119,18 @@ __device__ __forceinline__ void tensor_load_2d(uint32_t dst, const void* map, in
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
       "[%4];\n" ::"r"(dst),
       "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+// The same box written to the same shared-memory offset in every block of the cluster named in `mask` (bit i:
+// rank i), each completing its bytes on its own mbarrier at bar's offset.
+__device__ __forceinline__ void tensor_load_2d_multicast(uint32_t dst, const void* map, int c0, int c1, uint32_t bar,
+                                                         uint16_t mask) {
+#ifdef QLM_BULK_SM90
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
       : "memory");
 #endif
 }
@@ -139,7 +195,8 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
 // activations; their activations after. Stage q_begin + i takes slot i % stages and phase (i / stages) & 1, as the
 // consumers count.
-template <typename CopyStage>
+// kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
+template <bool kClusterWait = false, typename CopyStage>
 __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
                                                int stages, uint32_t empty0, CopyStage&& copy_stage) {
   StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
@@ -150,7 +207,10 @@ __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, i
   int slot = 0;
   uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
   for (int64_t q = q_begin + pre; q < q_end; ++q) {
-    mbar_wait(empty0 + 8 * slot, phase ^ 1u);
+    if constexpr (kClusterWait)
+      mbar_wait_cluster(empty0 + 8 * slot, phase ^ 1u);
+    else
+      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
     copy_stage(at, slot, true, true);
     if (++slot == stages) slot = 0, phase ^= 1u;
     at.next(per_tile, ks, tpg);

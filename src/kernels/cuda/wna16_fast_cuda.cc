@@ -65,6 +65,7 @@ std::atomic<int> g_forced_path{0};
 std::atomic<int> g_wgmma_tile{-1};        // set_wna16_wgmma_tile
 std::atomic<int> g_wgmma_late{-1};        // set_wna16_wgmma_late
 std::atomic<int> g_wgmma_one_group{-1};   // set_wna16_wgmma_one_group
+std::atomic<int> g_wgmma_pair{0};         // set_wna16_wgmma_pair
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 
 Wna16FastPath env_path() {
@@ -84,6 +85,7 @@ void set_wna16_fast_path(Wna16FastPath path) { g_forced_path.store(static_cast<i
 void set_wna16_wgmma_tile(int tile) { g_wgmma_tile.store(tile); }
 void set_wna16_wgmma_late(int mode) { g_wgmma_late.store(mode); }
 void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
+void set_wna16_wgmma_pair(int pair) { g_wgmma_pair.store(pair); }
 void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages); }
 int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 
@@ -257,10 +259,12 @@ cudaError_t launch_wna16_wgmma_permute_x(const void*, int64_t, int64_t, const in
   return cudaErrorNotSupported;
 }
 bool wna16_wgmma_usable(const Wna16FastArgs&, int) { return false; }
-int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int) { return 0; }
-int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int) { return 0; }
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, float*, unsigned*,
-                                    const float*, void*, bool, cudaStream_t) {
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int, int) { return 0; }
+int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return 0; }
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
+int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, float*,
+                                    unsigned*, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -286,9 +290,17 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
   return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
 }
 
-int wna16_wgmma_max_stages() {
-  static const int cap = static_cast<int>(std::clamp<int64_t>(env_int("QLM_WGMMA_MAX_STAGES", 8), 2, 8));
-  return cap;
+int wna16_wgmma_pair_for(int64_t, int64_t, int64_t) {
+  static const int64_t env = env_int("QLM_WGMMA_PAIR", 0);
+  const int set = g_wgmma_pair.load();
+  const int64_t p = set > 0 ? set : env > 0 ? env : 1;
+  return p >= 2 ? 2 : 1;
+}
+
+int wna16_wgmma_max_stages(int tokens, int columns) {
+  static const int64_t env = env_int("QLM_WGMMA_MAX_STAGES", 0);
+  if (env > 0) return static_cast<int>(std::clamp<int64_t>(env, 2, 8));
+  return wna16_wgmma_default_stages(tokens, columns);
 }
 
 int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
@@ -462,20 +474,24 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
                                                       a_.rows, xp.raw_data(), pdl, ctx.stream));
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
-    const int tn = cuda::kWna16WgmmaTiles[tile].tokens;
-    // Every block gets at least min_stages k-stages (fewer partial sums on small layers).
+    const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
+    // Column tiles in pairs sharing each token tile (clusters of two blocks) where the rule says so and the pair's
+    // clusters fit on the device at all.
+    int pair = cuda::wna16_wgmma_pair_for(M, cfg_.K_p, cfg_.N_p);
+    const int max_clusters = pair > 1 ? cuda::wna16_wgmma_max_clusters(a_, tile, pair) : 0;
+    if (max_clusters < 1) pair = 1;
+    // Every cluster gets at least min_stages k-stages (fewer partial sums on small layers).
     // (v6: 8 rather than 1 takes 8b.o at M = 48 from 33 to 25 us, no change on the large layers).
     static const int64_t min_stages = std::max<int64_t>(1, env_int("QLM_WGMMA_MIN_STAGES", 8));
-    const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile);
-    const int blocks = static_cast<int>(std::clamp<int64_t>(
-        stages / min_stages, 1, int64_t{std::max(1, ctx.sm_count)} * cuda::kWna16WgmmaTiles[tile].per_sm));
-    const int64_t cols =
-        64 * cuda::kWna16WgmmaTiles[tile].blocks_per_wg * cuda::kWna16WgmmaTiles[tile].consumer_warpgroups;
-    const int64_t tiles = (M + tn - 1) / tn * ((a_.N_pad + cols - 1) / cols);
-    const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks);
-    Tensor ws = Tensor::empty({tiles * slots * tn * cols}, DType::F32, cfg_.device);
-    const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, cuda::kWna16WgmmaTiles[tile].per_sm, ctx.sm_count);
-    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, ws.data<float>(),
+    const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile, pair);
+    const int64_t resident =
+        pair > 1 ? max_clusters : int64_t{std::max(1, ctx.sm_count)} * t.per_sm;  // clusters (blocks) at once
+    const int blocks = pair * static_cast<int>(std::clamp<int64_t>(stages / min_stages, 1, resident));
+    const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair);
+    const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
+    Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
+    const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, pair, ws.data<float>(),
                                                  counters_for(tiles), b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 

@@ -111,6 +111,15 @@ constexpr int wna16_stream_ring_stages(int fit, int cap, int warp_phases) {
 constexpr bool wna16_wgmma_pdl_grid(int64_t blocks, int per_sm, int sm_count) {
   return sm_count > 0 && blocks > static_cast<int64_t>(per_sm - 1) * sm_count;
 }
+// The default cap on the wgmma kernel's ring (stages of 8 k-tiles) for a tile of `tokens` x `columns`: on the
+// 128-token tiles 3 at 256 columns (where 4 fit) and 4 at fewer (5 fit at 128 x 192), else 8 (the kernel's
+// maximum). H200, same binary (docs/w4a16-kernel-notes.md, v7i): at 4 the 128 x 192 tile is 1-2 us ahead at
+// M = 256 on 70b.o 72.5 vs 74.2, 70b.qkv 86.7 vs 87.5, 8b.down 64.8 vs 66.9, 8b.gate_up 121.4 vs 122.3 (the same in
+// session 30); at 3 the 128 x 256 tile is 1-2 % ahead at M = 512-1024 on 11 of 12 points (70b.gate_up 1024: 1372
+// vs 1399). The tiles of fewer tokens are within noise either way, so they keep 8.
+constexpr int wna16_wgmma_default_stages(int tokens, int columns) {
+  return tokens >= 128 ? (columns >= 256 ? 3 : 4) : 8;
+}
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
@@ -132,6 +141,9 @@ void set_wna16_wgmma_late(int mode);
 // The same for the one-group-per-stage consumer loop of the wgmma kernel (1 on, 0 off, -1: QLM_WGMMA_ONE_GROUP,
 // on by default).
 void set_wna16_wgmma_one_group(int mode);
+// The same for the wgmma kernel's blocks per cluster (1 or 2: column tiles in pairs sharing the token tile; 0:
+// QLM_WGMMA_PAIR or the default, 1).
+void set_wna16_wgmma_pair(int pair);
 // Process-wide override of the stream kernel's ring cap for tests (2-12; 0: QLM_W4FAST_STREAM_MAX_STAGES or
 // wna16_stream_default_stages), read by each launch; and its current value.
 void set_wna16_stream_max_stages(int stages);

@@ -44,19 +44,31 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens);
 bool wna16_wgmma_one_group(const Wna16FastArgs& w);
 // Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
-// k-stages of all (m-tile, column-tile) pairs: the work a persistent grid of at most that many blocks splits.
-int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile);
-// Partial-sum slots per tile for a grid of `blocks` (ws: tiles * that * tokens * columns floats).
-int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks);
+// Blocks per cluster (1 or 2) for M tokens of a K x N layer: 2 runs the column tiles in pairs that share (multicast)
+// each token tile (sm90a/wna16_wgmma_kernel.cuh). QLM_WGMMA_PAIR=1|2 forces it (set_wna16_wgmma_pair in
+// wna16_fast_paths.h overrides the environment); default 1.
+int wna16_wgmma_pair_for(int64_t M, int64_t K, int64_t N);
+// k-stages of all (m-tile, group of `pair` column tiles) units: the work a persistent grid of at most that many
+// clusters splits.
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile, int pair = 1);
+// Column tiles a call counts (its counters; ws: tiles * max_segments * tokens * columns floats): m-tiles x column
+// tiles rounded up to whole pairs.
+int64_t wna16_wgmma_tile_count(const Wna16FastArgs& w, int64_t M, int tile, int pair = 1);
+// Partial-sum slots per tile for a grid of `blocks` (blocks / pair clusters).
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks, int pair = 1);
+// How many clusters of `pair` blocks of the configuration can be resident at once (0: unknown / cannot run).
+int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // y[M, N] = x · W (+ bias): x [M, ldx] 16-bit from launch_wna16_wgmma_permute_x (16-byte aligned rows,
 // ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
 // launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
 // previous kernel (the permutation of x), and x after.
+// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair_for).
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                    int pair, float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
                                     cudaStream_t stream);
-// The cap on the wgmma kernel's ring depth (stages of 8 k-tiles; the kernel's own maximum is 8, fewer where
-// shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning), else 8.
-int wna16_wgmma_max_stages();
+// The cap on the wgmma kernel's ring depth for a tile of `tokens` x `columns` (stages of 8 k-tiles; the kernel's own
+// maximum is 8, fewer where shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning) on every tile, else
+// wna16_wgmma_default_stages(tokens, columns).
+int wna16_wgmma_max_stages(int tokens, int columns);
 
 }  // namespace qlm::cuda

@@ -80,23 +80,49 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
   }
 }
 
-int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile) {
+// m-tiles x groups of `pair` column tiles: the kernel's work units.
+int64_t wgmma_units(const Wna16FastArgs& w, int64_t M, int tile, int pair) {
   const Wna16WgmmaTile& c = kWna16WgmmaTiles[tile];
   const int64_t wn = c.consumer_warpgroups * c.blocks_per_wg;
   const int64_t m_tiles = (M + c.tokens - 1) / c.tokens, n_tiles = (w.n_blocks + wn - 1) / wn;
-  return m_tiles * n_tiles * stages_per_tile(w);
+  return m_tiles * ((n_tiles + pair - 1) / pair);
 }
 
-int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks) {
-  const int64_t P = stages_per_tile(w), T = wna16_wgmma_stage_count(w, M, tile), G = std::max(1, blocks);
+int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile, int pair) {
+  return wgmma_units(w, M, tile, pair) * stages_per_tile(w);
+}
+
+int64_t wna16_wgmma_tile_count(const Wna16FastArgs& w, int64_t M, int tile, int pair) {
+  return wgmma_units(w, M, tile, pair) * pair;
+}
+
+int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks, int pair) {
+  const int64_t P = stages_per_tile(w), T = wna16_wgmma_stage_count(w, M, tile, pair);
+  const int64_t G = std::max(1, blocks / std::max(1, pair));
   return (P * G + T - 1) / T + 1;
 }
 
+int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
+  switch (tile) {
+    case 0: return wgmma_tile0_max_clusters(w, pair);
+    case 1: return wgmma_tile1_max_clusters(w, pair);
+    case 2: return wgmma_tile2_max_clusters(w, pair);
+    case 3: return wgmma_tile3_max_clusters(w, pair);
+    case 4: return wgmma_tile4_max_clusters(w, pair);
+    case 5: return wgmma_tile5_max_clusters(w, pair);
+    case 6: return wgmma_tile6_max_clusters(w, pair);
+    case 7: return wgmma_tile7_max_clusters(w, pair);
+    case 8: return wgmma_tile8_max_clusters(w, pair);
+    case 9: return wgmma_tile9_max_clusters(w, pair);
+    default: return 0;
+  }
+}
+
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
+                                    int pair, float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
                                     cudaStream_t stream) {
-  if (w.bits != 4) return cudaErrorInvalidValue;
-  const WgmmaCall c{&w, x, ldx, M, tile, blocks, ws, counters, bias, y, pdl, stream};
+  if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0) return cudaErrorInvalidValue;
+  const WgmmaCall c{&w, x, ldx, M, tile, blocks, pair, ws, counters, bias, y, pdl, stream};
   switch (tile) {
     case 0: return wgmma_tile0_launch(c);
     case 1: return wgmma_tile1_launch(c);

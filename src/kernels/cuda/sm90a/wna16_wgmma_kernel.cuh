@@ -19,6 +19,13 @@
 // past K are multiplied by zero x, column blocks past N are computed and never stored. Work split and
 // partial sums: stream-K over the k-stages of all (m-tile, column-tile) pairs, as in
 // wna16_stream_kernels.cu.
+//
+// Pairs (pair = 2, launched as clusters of two blocks): the two blocks of a cluster take column tiles 2p and 2p + 1
+// of the same m-tile over the same k-stages (stream-K over (m-tile, p) units, per cluster), so they need the same
+// token tile: each block's producer copies one of the stage's two x boxes and multicasts it into both blocks, halving
+// the x traffic from L2. A block's slot is refilled (the peer's copy lands in it too) only when the consumers of both
+// blocks have released it: empty[s] counts the consumer warps of both, each arriving on its own block's barrier and
+// on the peer's. A column tile past N (odd tile counts) is computed on zero-filled codes and never stored.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +33,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -190,7 +198,7 @@ __device__ __forceinline__ void wgmma_wait() {
 template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE, bool OG>
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
-                 int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
+                 int par_bytes, int64_t max_segments, int pair, float* __restrict__ ws, unsigned* __restrict__ counters,
                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
   using namespace bulk;
   using S = WgShape<TN, BPW, CW>;
@@ -208,8 +216,12 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   const int tpg = static_cast<int>(w.tiles_per_group);
   const int64_t per_tile = (k_tiles + kKS - 1) / kKS;
   const int64_t n_tiles = (n_blocks + kWN - 1) / kWN, m_tiles = (M + TN - 1) / TN;
-  const int64_t T = m_tiles * n_tiles * per_tile, G = gridDim.x;
-  const int64_t q_begin = blockIdx.x * T / G, q_end = (blockIdx.x + 1) * T / G;
+  // Work units: (m-tile, group of `pair` column tiles) x k-stages, taken by the G clusters (blocks when pair = 1);
+  // this block takes column tile group * pair + rank of each.
+  const uint32_t rank = pair > 1 ? cluster_rank() : 0u;
+  const int64_t n_groups = (n_tiles + pair - 1) / pair;
+  const int64_t T = m_tiles * n_groups * per_tile, G = gridDim.x / pair, unit = blockIdx.x / pair;
+  const int64_t q_begin = unit * T / G, q_end = (unit + 1) * T / G;
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t sbase = (raw + kAlign - 1) & ~uint32_t{kAlign - 1};
   unsigned char* const smem = smem_raw + (sbase - raw);
@@ -227,11 +239,12 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(full0 + 8 * i, 1);
-      mbar_init(empty0 + 8 * i, kConsumerWarps);
+      mbar_init(empty0 + 8 * i, kConsumerWarps * pair);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  if (pair > 1) cluster_sync();  // the peer's barriers and zeroed slots before any copy or arrival reaches them
 
   if (warp >= kConsumerWarps) {  // producer
     if constexpr (PW == 4) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -241,9 +254,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
     // stage's expect_tx, which counts the token tile too) and / or the token tile.
     const auto copy_stage = [&](const StageCursor& c, int slot, bool weights, bool x_tile) {
-      const int64_t mi = c.tile / n_tiles, nt = c.tile % n_tiles;
+      const int64_t mi = c.tile / n_groups, nt = c.tile % n_groups * pair + rank;
       const int64_t k0 = c.j * kKS, nb0 = nt * kWN, m0 = mi * TN;
-      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
+      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? (n_blocks > nb0 ? n_blocks - nb0 : 0) : kWN);
       const uint32_t base = sbase + slot * stage_bytes, bar = full0 + 8 * slot;
       if (weights) {
         const int nkt = static_cast<int>(k_tiles - k0 < kKS ? k_tiles - k0 : kKS);
@@ -260,17 +273,24 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
           else
             bulk_load(dst, src, code_bytes, bar);
         }
-        load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
-                                   base + kXBytes + kCodeBytes, par_bytes, bar);
+        if (nvalid > 0)
+          load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros,
+                                     base + kXBytes + kCodeBytes, par_bytes, bar);
       }
       // The token tile, 64 k per box, in the 128-byte swizzle; rows >= M and k >= K arrive as zeros (a box
       // wholly past K too: the consumers multiply every k-tile of a stage).
-      if (x_tile && lane == 0)
-        for (int b = 0; b < 2; ++b)
-          tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
+      // In pairs each block copies box `rank` into both blocks (the expect_tx above counts both boxes).
+      if (x_tile && lane == 0) {
+        if (pair > 1)
+          tensor_load_2d_multicast(base + rank * kXBox, &xmap, static_cast<int>((k0 + 4 * rank) * 16),
+                                   static_cast<int>(m0), bar, uint16_t{3});
+        else
+          for (int b = 0; b < 2; ++b)
+            tensor_load_2d(base + b * kXBox, &xmap, static_cast<int>((k0 + 4 * b) * 16), static_cast<int>(m0), bar);
+      }
     };
     // The first ring's weights before the wait for the previous kernel, which writes x; their token tiles after.
-    produce_stages(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage);
+    produce_stages<true>(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage);
     return;
   }
   // The consumers write y, the partial sums and the counters, which the previous kernel may still use.
@@ -292,10 +312,19 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   int slot = 0;
   uint32_t phase = 0;
   int64_t q = q_begin;
+  // A stage's slot released: to this block's producer and, in pairs, the peer's (its copies land here too).
+  const auto release = [&](int s) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(empty0 + 8 * s);
+      if (pair > 1) mbar_arrive_peer(empty0 + 8 * s, rank ^ 1u);
+    }
+  };
   while (q < q_end) {
-    const int64_t tile = q / per_tile, j0 = q % per_tile;
+    const int64_t unit_tile = q / per_tile, j0 = q % per_tile;
     const int64_t j1 = min(per_tile, j0 + (q_end - q));
-    const int64_t mi = tile / n_tiles, nt = tile % n_tiles;
+    const int64_t mi = unit_tile / n_groups, nt = unit_tile % n_groups * pair + rank;
+    const int64_t tile = unit_tile * pair + rank;  // this block's tile: its counter and partial slots
     const int64_t nb0 = nt * kWN, m0 = mi * TN;
     float acc[kBPW][kAcc];  // LATE: the current stage's sums on raw codes
     constexpr int kLateAcc = LATE ? kAcc : 1;
@@ -406,8 +435,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) xsum[i] = 0.0f;
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+        release(slot);
         slot = next, phase = next_phase;
       }
     } else {
@@ -481,8 +509,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         wgmma_wait<0>();
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * slot);
+        release(slot);
         slot = next, phase = next_phase;
       }
     }
@@ -523,12 +550,12 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     if (j0 == 0 && j1 == per_tile) {
       store_y();
     } else {
-      const int64_t tile_q0 = tile * per_tile;
+      const int64_t tile_q0 = unit_tile * per_tile;
       const int64_t first = owner_of(tile_q0, T, G);
       const int64_t segments = owner_of(tile_q0 + per_tile - 1, T, G) - first + 1;
       constexpr int kTileFloats = TN * kCols;
       float* tile_ws = ws + tile * max_segments * kTileFloats;
-      float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
+      float* mine = tile_ws + (unit - first) * kTileFloats;
 #pragma unroll
       for (int cb = 0; cb < kBPW; ++cb)
 #pragma unroll
@@ -565,6 +592,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     consumer_sync<kConsumers>();  // last_segment is reused by the next segment
     q += j1 - j0;
   }
+  // In pairs: the peer's consumers may still arrive on this block's empty barriers.
+  if (pair > 1) cluster_sync();
 }
 
 // Dynamic shared memory one block may use: the opt-in limit, or the multiprocessor's share at
@@ -601,7 +630,8 @@ Plan plan_of(const Wna16FastArgs& w) {
   const int raw = S::kXBytes + S::kCodeBytes + (ZP ? 2 : 1) * p.par_bytes;
   p.stage_bytes = (raw + kAlign - 1) / kAlign * kAlign;
   const int limit = smem_limit<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE, OG>();
-  p.stages = std::min<int>(std::min(kMaxStages, wna16_wgmma_max_stages()), (limit - kAlign) / p.stage_bytes);
+  p.stages =
+      std::min<int>(std::min(kMaxStages, wna16_wgmma_max_stages(TN, S::kCols)), (limit - kAlign) / p.stage_bytes);
   if (p.stages < 2) p.stages = 0;
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + kAlign;  // + room to align the base
   return p;
@@ -639,6 +669,8 @@ bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M,
                                static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+inline cudaLaunchAttribute cluster_attribute(int blocks);
+
 struct LaunchF {
   const WgmmaCall& c;
   template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
@@ -656,11 +688,63 @@ struct LaunchF {
     const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, c.x, c.ldx, c.M, TN, &xmap)) return cudaErrorInvalidValue;
-    const cudaError_t e = launch_pdl_if(
-        c.pdl, wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks), dim3(block_threads<PW, CW>()),
-        p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes, p.par_bytes,
-        wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks), c.ws, c.counters, c.bias, static_cast<uint16_t*>(c.y));
+    cudaLaunchAttribute attrs[2];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(c.blocks);
+    cfg.blockDim = dim3(block_threads<PW, CW>());
+    cfg.dynamicSmemBytes = p.smem;
+    cfg.stream = c.stream;
+    cfg.attrs = attrs;
+    if (c.pdl) attrs[cfg.numAttrs++] = pdl_attribute();
+    if (c.pair > 1) attrs[cfg.numAttrs++] = cluster_attribute(c.pair);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, xmap, w,
+                                             static_cast<int>(c.M), p.stages, p.stage_bytes, p.par_bytes,
+                                             wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.ws,
+                                             c.counters, c.bias, static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
+  }
+};
+
+inline cudaLaunchAttribute cluster_attribute(int blocks) {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = static_cast<unsigned>(blocks);
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
+// Clusters of `pair` blocks the kernel a call with these weights runs (the one-group loop where it applies) can keep
+// resident at once (cudaOccupancyMaxActiveClusters, cached per kernel and pair size).
+struct MaxClustersF {
+  const Wna16FastArgs& w;
+  int pair;
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
+  int operator()() const {
+    if (wna16_wgmma_one_group(w)) return of<H, TN, BPW, PER_SM, PW, CW, Z, false, true>();
+    return of<H, TN, BPW, PER_SM, PW, CW, Z, false, false>();
+  }
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE, bool OG>
+  int of() const {
+    static std::atomic<int> known[2] = {-1, -1};  // by pair size 1, 2
+    std::atomic<int>& k = known[pair == 2 ? 1 : 0];
+    if (const int v = k.load(); v >= 0) return v;
+    const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
+    cudaLaunchAttribute attr = cluster_attribute(pair);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(pair);
+    cfg.blockDim = dim3(block_threads<PW, CW>());
+    cfg.dynamicSmemBytes = p.smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (p.stages == 0 || cudaOccupancyMaxActiveClusters(&n, wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>,
+                                                        &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 0;
+    }
+    k.store(n);
+    return n;
   }
 };
 
@@ -668,12 +752,16 @@ struct LaunchF {
 }  // namespace qlm::cuda
 
 // Defines the entry points of tile configuration I (declared in wna16_wgmma_tiles.h) in namespace qlm::cuda.
-#define QLM_WGMMA_DEFINE_TILE(I)                            \
-  bool wgmma_tile##I##_usable(const Wna16FastArgs& w) {     \
-    UsableF f{w};                                           \
-    return by_tile<I>(w.bf16, w.zeros != nullptr, f);       \
-  }                                                         \
-  cudaError_t wgmma_tile##I##_launch(const WgmmaCall& c) {  \
-    LaunchF f{c};                                           \
-    return by_tile<I>(c.w->bf16, c.w->zeros != nullptr, f); \
+#define QLM_WGMMA_DEFINE_TILE(I)                                       \
+  bool wgmma_tile##I##_usable(const Wna16FastArgs& w) {                \
+    UsableF f{w};                                                      \
+    return by_tile<I>(w.bf16, w.zeros != nullptr, f);                  \
+  }                                                                    \
+  int wgmma_tile##I##_max_clusters(const Wna16FastArgs& w, int pair) { \
+    MaxClustersF f{w, pair};                                           \
+    return by_tile<I>(w.bf16, w.zeros != nullptr, f);                  \
+  }                                                                    \
+  cudaError_t wgmma_tile##I##_launch(const WgmmaCall& c) {             \
+    LaunchF f{c};                                                      \
+    return by_tile<I>(c.w->bf16, c.w->zeros != nullptr, f);            \
   }

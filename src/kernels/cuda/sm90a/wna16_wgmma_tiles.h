@@ -15,7 +15,7 @@ struct WgmmaCall {
   const Wna16FastArgs* w;
   const void* x;
   int64_t ldx, M;
-  int tile, blocks;
+  int tile, blocks, pair;
   float* ws;
   unsigned* counters;
   const float* bias;
@@ -24,8 +24,9 @@ struct WgmmaCall {
   cudaStream_t stream;
 };
 
-#define QLM_WGMMA_DECLARE_TILE(I)                      \
-  bool wgmma_tile##I##_usable(const Wna16FastArgs& w); \
+#define QLM_WGMMA_DECLARE_TILE(I)                                     \
+  bool wgmma_tile##I##_usable(const Wna16FastArgs& w);                \
+  int wgmma_tile##I##_max_clusters(const Wna16FastArgs& w, int pair); \
   cudaError_t wgmma_tile##I##_launch(const WgmmaCall& c);
 QLM_WGMMA_DECLARE_TILE(0)
 QLM_WGMMA_DECLARE_TILE(1)
