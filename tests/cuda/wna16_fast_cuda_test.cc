@@ -13,7 +13,6 @@
 #include "cuda/graph.h"
 #include "kernels/cuda/wna16_fast_layout.h"
 #include "kernels/cuda/wna16_fast_paths.h"
-#include "kernels/cuda/wna16_wgmma.h"
 #include "kernels/mp_linear.h"
 #include "tests/kernels/wna16_random.h"
 #include "tests/support/cuda_test_util.h"
@@ -267,14 +266,11 @@ TEST_F(CudaWna16FastTest, WgmmaPairs) {
       {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 64},  // the general loop
   };
   const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(specs[0]).weights, true);
-  cuda::Wna16FastArgs args{};
-  args.bits = 4, args.bf16 = true, args.n_blocks = L.n_blocks, args.k_tiles = L.k_tiles;
-  args.tiles_per_group = L.tiles_per_group;
   for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     // What the device holds at once (the pairs' grid; printed for the notes): clusters of 2 vs blocks / 2.
-    const int pairs = cuda::wna16_wgmma_max_clusters(args, tile, 2),
-              singles = cuda::wna16_wgmma_max_clusters(args, tile, 1);
+    const int pairs = wna16_wgmma_resident_clusters(L.k_tiles, L.n_blocks, L.tiles_per_group, true, tile, 2);
+    const int singles = wna16_wgmma_resident_clusters(L.k_tiles, L.n_blocks, L.tiles_per_group, true, tile, 1);
     std::printf("tile %d: resident clusters of 2: %d, of 1: %d\n", tile, pairs, singles);
     EXPECT_GE(pairs, 1);
     set_wna16_wgmma_tile(tile);
@@ -456,6 +452,37 @@ TEST(Wna16FastPaths, WgmmaDefaultStages) {
   for (const cuda::Wna16WgmmaTile& t : cuda::kWna16WgmmaTiles) {
     const int cap = wna16_wgmma_default_stages(t.tokens, t.columns());
     EXPECT_TRUE(cap >= 2 && cap <= 8) << t.tokens << " x " << t.columns();
+  }
+}
+
+// Persistent stream-K grids whose shares start and end on tile boundaries (or split tiles evenly), if that keeps 7/8
+// of the blocks.
+TEST(Wna16FastPaths, AlignedGrid) {
+  EXPECT_EQ(wna16_aligned_grid(64, 264), 256);   // 70b.o, 64 x 128 tiles: 4 segments per tile
+  EXPECT_EQ(wna16_aligned_grid(32, 264), 256);   // 8b.down: 8 per tile
+  EXPECT_EQ(wna16_aligned_grid(80, 264), 240);   // 70b.qkv: 3 per tile
+  EXPECT_EQ(wna16_aligned_grid(32, 132), 128);   // stream kernel, 70b.o
+  EXPECT_EQ(wna16_aligned_grid(22, 132), 132);   // already aligned: 6 per tile
+  EXPECT_EQ(wna16_aligned_grid(224, 132), 132);  // 70b.gate_up: 112 blocks of 2 tiles would align, too few
+  EXPECT_EQ(wna16_aligned_grid(224, 132, 800), 112);
+  EXPECT_EQ(wna16_aligned_grid(150, 132), 132);  // nothing in [116, 132]
+  EXPECT_EQ(wna16_aligned_grid(86, 132), 132);
+  EXPECT_EQ(wna16_aligned_grid(7, 7), 7);
+  EXPECT_EQ(wna16_aligned_grid(5, 1), 1);
+  EXPECT_EQ(wna16_aligned_grid(5, 0), 1);
+  // The stream kernel's share: layers below 2e8 weights may drop to 80 % of the SMs for an aligned grid.
+  EXPECT_EQ(wna16_stream_aligned_keep(4096, 28672), 800);
+  EXPECT_EQ(wna16_stream_aligned_keep(8192, 57344), 875);
+  EXPECT_EQ(wna16_aligned_grid(112, 132, wna16_stream_aligned_keep(4096, 28672)), 112);  // 8b.gate_up: a tile each
+  EXPECT_EQ(wna16_aligned_grid(224, 132, wna16_stream_aligned_keep(8192, 57344)), 132);
+  // Whatever it returns: within [7/8 cap, cap], and either cap or a multiple or divisor of the tile count.
+  for (int64_t tiles : {1, 3, 17, 40, 64, 150, 1000}) {
+    for (int64_t cap : {1, 2, 100, 132, 264}) {
+      const int64_t g = wna16_aligned_grid(tiles, cap);
+      EXPECT_LE(g, cap);
+      EXPECT_GE(8 * g, 7 * cap);
+      if (g != cap) EXPECT_TRUE(g % tiles == 0 || tiles % g == 0) << tiles << " " << cap;
+    }
   }
 }
 

@@ -284,7 +284,7 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
   // Measured in session 20 (docs/w4a16-kernel-notes.md, v6f): ahead of the general loop on every layer and M where
   // the wgmma path runs (1.02-1.34x), so on by default; QLM_WGMMA_ONE_GROUP=0 or set_wna16_wgmma_one_group(0)
   // turns it off.
-  static const bool env = env_int("QLM_WGMMA_ONE_GROUP", 1) != 0;
+  static const bool env = env_switch_on("QLM_WGMMA_ONE_GROUP");
   const int mode = g_wgmma_one_group.load();
   const bool enabled = mode < 0 ? env : mode != 0;
   return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
@@ -429,6 +429,19 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
  private:
+  // Whether the stream and wgmma grids line up with their tiles (wna16_aligned_grid; QLM_W4FAST_ALIGNED_GRID=0: the
+  // largest grid instead, as before session 31).
+  static bool aligned_grids() {
+    static const bool on = env_switch_on("QLM_W4FAST_ALIGNED_GRID");
+    return on;
+  }
+  // The share of the largest grid an aligned one must keep, per mille: QLM_W4FAST_ALIGNED_KEEP (tuning, every
+  // layer), else the path's default.
+  static int64_t aligned_keep(int64_t fallback) {
+    static const int64_t keep = env_int("QLM_W4FAST_ALIGNED_KEEP", 0);
+    return keep > 0 ? std::min<int64_t>(keep, 1000) : fallback;
+  }
+
   // m-tiles of the stream kernel for M tokens. On layers of >= 2e8 weights the two-m-tile kernel (8 consumer warps,
   // x in one tensor copy per stage) already runs M = 6-8: H200, µs at M = 4 / 8, one m-tile vs two: 70b.gate_up
   // 88.3 / 103.7 vs 91.0 / 93.6, 70b.down 48.8 / 57.9 vs 50.8 / 53.5 (the crossing near M = 5; 8b.gate_up and
@@ -449,16 +462,21 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     static const int64_t max_blocks = env_int("QLM_W4FAST_STREAM_BLOCKS", 0);
     const int64_t sms = std::max(1, ctx.sm_count);
     const int64_t grid = max_blocks > 0 ? std::min(max_blocks, sms) : sms;
-    const int blocks = static_cast<int>(std::min(grid, cuda::wna16_stream_stage_count(a_)));
+    const int64_t stages = cuda::wna16_stream_stage_count(a_);
     const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
+    const int64_t cap = std::min(grid, stages);
+    const int blocks = static_cast<int>(
+        aligned_grids() && max_blocks <= 0
+            ? wna16_aligned_grid(n_tiles, cap, aligned_keep(wna16_stream_aligned_keep(cfg_.K_p, cfg_.N_p)))
+            : cap);
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
     // Programmatic dependent launch: the first ring of weights is requested while the previous kernel ends
     // (QLM_W4FAST_PDL=0: off).
-    static const bool pdl = env_int("QLM_W4FAST_PDL", 1) != 0;
+    static const bool pdl = env_switch_on("QLM_W4FAST_PDL");
     // x by one 2-D bulk-tensor copy per stage where a tensor map can be made (QLM_W4FAST_STREAM_XMAP=0: one copy
     // per token row).
-    static const bool x_boxes = env_int("QLM_W4FAST_STREAM_XMAP", 1) != 0;
+    static const bool x_boxes = env_switch_on("QLM_W4FAST_STREAM_XMAP");
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
                                                   b, y.raw_data(), pdl, x_boxes, ctx.stream));
   }
@@ -470,7 +488,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const bool vectors = identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
     // Programmatic dependent launch (QLM_WGMMA_PDL=0: plain stream order): x is permuted by a kernel that waits for
     // the previous one first; the GEMM's blocks request their first ring of weights while it runs.
-    static const bool pdl = env_int("QLM_WGMMA_PDL", 1) != 0;
+    static const bool pdl = env_switch_on("QLM_WGMMA_PDL");
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
                                                       a_.rows, xp.raw_data(), pdl, ctx.stream));
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
@@ -486,7 +504,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile, pair);
     const int64_t resident =
         pair > 1 ? max_clusters : int64_t{std::max(1, ctx.sm_count)} * t.per_sm;  // clusters (blocks) at once
-    const int blocks = pair * static_cast<int>(std::clamp<int64_t>(stages / min_stages, 1, resident));
+    const int64_t cap = std::clamp<int64_t>(stages / min_stages, 1, resident);
+    // Stream-K units: (m-tile, group of `pair` column tiles).
+    const int64_t units = cuda::wna16_wgmma_tile_count(a_, M, tile, pair) / pair;
+    const int blocks =
+        pair * static_cast<int>(aligned_grids() ? wna16_aligned_grid(units, cap, aligned_keep(875)) : cap);
     const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
@@ -713,5 +735,17 @@ const MPKernelRegistrar kRegisterCudaWna16Fast{{
 }};
 
 }  // namespace
+
+int wna16_wgmma_resident_clusters(int64_t k_tiles, int64_t n_blocks, int64_t tiles_per_group, bool bf16, int tile,
+                                  int pair) {
+  if (!wna16_wgmma_compiled() || tile < 0 || tile >= static_cast<int>(std::size(cuda::kWna16WgmmaTiles))) return 0;
+  cuda::Wna16FastArgs w;
+  w.bits = 4, w.bf16 = bf16, w.k_tiles = k_tiles, w.n_blocks = n_blocks, w.tiles_per_group = tiles_per_group;
+  return cuda::wna16_wgmma_max_clusters(w, tile, pair);
+}
+}  // namespace qlm
+#else
+namespace qlm {
+int wna16_wgmma_resident_clusters(int64_t, int64_t, int64_t, bool, int, int) { return 0; }
 }  // namespace qlm
 #endif

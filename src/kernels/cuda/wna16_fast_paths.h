@@ -120,6 +120,28 @@ constexpr bool wna16_wgmma_pdl_grid(int64_t blocks, int per_sm, int sm_count) {
 constexpr int wna16_wgmma_default_stages(int tokens, int columns) {
   return tokens >= 128 ? (columns >= 256 ? 3 : 4) : 8;
 }
+// The persistent stream-K grid over `tiles` tiles of equal k-stage counts, at most `cap` blocks (clusters): the most
+// blocks G with keep_permille / 1000 x cap <= G <= cap that line up with the tiles — G a multiple of the tile count
+// (each tile split into G / tiles segments) or a divisor of it (whole tiles per block) — else cap. Block b's share
+// [b T / G, (b + 1) T / G) of the T = tiles x P stages then starts and ends on tile boundaries or at i P / s inside
+// one (segments differ by one stage at most): no block writes partial sums of a tile it did not start, and a split
+// tile has one segment fewer than a misaligned split gives it. H200 (docs/w4a16-kernel-notes.md, v7i), same binary,
+// aligned vs the largest grid: stream kernel at M = 16 8b.o 11.8 vs 13.7 us, 8b.down 18.9 vs 21.9, 70b.o 18.7 vs
+// 21.5, 70b.down 48.3 vs 50.2; wgmma 64 x 128 tile at M = 33 / 64 70b.o 34.9 / 36.6 vs 37.3 / 38.6. cap <= 0: 1.
+// For the stream kernel keep_permille is wna16_stream_aligned_keep.
+constexpr int64_t wna16_aligned_grid(int64_t tiles, int64_t cap, int64_t keep_permille = 875) {
+  if (cap <= 1 || tiles <= 0) return cap < 1 ? 1 : cap;
+  for (int64_t g = cap; 1000 * g >= keep_permille * cap && g >= 1; --g)
+    if (g % tiles == 0 || tiles % g == 0) return g;
+  return cap;
+}
+// The share of the stream kernel's largest grid (one block per SM) an aligned grid must keep, per mille: 800 on
+// layers of < 2e8 weights, 875 above. H200, same binary: 8b.gate_up (112 tiles) on 112 blocks,
+// a tile each, M = 1 / 16 23.9 / 27.1 us vs 24.9 / 29.1 on 132; 70b.gate_up (224 tiles) on 112 blocks of two tiles
+// 86.7 / 99.0 vs 78.5 / 90.6 — the longest layers need every SM's ring of copies in flight (notes v7i).
+constexpr int64_t wna16_stream_aligned_keep(int64_t K, int64_t N) {
+  return static_cast<double>(K) * static_cast<double>(N) < 2e8 ? 800 : 875;
+}
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
@@ -150,5 +172,10 @@ void set_wna16_stream_max_stages(int stages);
 int wna16_stream_max_stages_override();
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
+// How many clusters of `pair` blocks (1 or 2) of wgmma tile configuration `tile` the current CUDA device can hold at
+// once for 4-bit weights of k_tiles x n_blocks (groups of tiles_per_group k-tiles); 0 without the kernel or a
+// device. For tests and notes: the grid the pairs get.
+int wna16_wgmma_resident_clusters(int64_t k_tiles, int64_t n_blocks, int64_t tiles_per_group, bool bf16, int tile,
+                                  int pair);
 
 }  // namespace qlm
