@@ -484,6 +484,22 @@ TEST(Wna16FastPaths, AlignedGrid) {
       if (g != cap) EXPECT_TRUE(g % tiles == 0 || tiles % g == 0) << tiles << " " << cap;
     }
   }
+  // What the kernels make of an aligned grid: block b's stream-K share [b T / G, (b + 1) T / G) of T = tiles x P
+  // stages ends on a tile boundary or inside the tile it started in (it never writes partial sums of a tile it did
+  // not start), and the segments of a split tile differ by one stage at most.
+  for (int64_t tiles : {3, 22, 32, 40, 64, 80, 112}) {
+    for (int64_t per_tile : {7, 32, 64, 112, 224}) {
+      const int64_t T = tiles * per_tile, g = wna16_aligned_grid(tiles, 132);
+      if (g % tiles != 0 && tiles % g != 0) continue;  // not aligned: nothing promised
+      int64_t shortest = T, longest = 0;
+      for (int64_t b = 0; b < g; ++b) {
+        const int64_t begin = b * T / g, end = (b + 1) * T / g;
+        EXPECT_TRUE(end % per_tile == 0 || (end - 1) / per_tile == begin / per_tile) << tiles << " " << per_tile;
+        if (g > tiles) shortest = std::min(shortest, end - begin), longest = std::max(longest, end - begin);
+      }
+      if (g > tiles) EXPECT_LE(longest - shortest, 1) << tiles << " " << per_tile;
+    }
+  }
 }
 
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.

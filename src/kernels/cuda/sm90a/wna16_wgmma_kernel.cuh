@@ -715,7 +715,9 @@ inline cudaLaunchAttribute cluster_attribute(int blocks) {
 }
 
 // Clusters of `pair` blocks the kernel a call with these weights runs (the one-group loop where it applies) can keep
-// resident at once (cudaOccupancyMaxActiveClusters, cached per kernel and pair size).
+// resident at once (cudaOccupancyMaxActiveClusters, cached per kernel and pair size: the plan's shared memory differs
+// between layers only in how many stages fill the block's share, which is sized for per_sm blocks per SM, so the
+// residency does not).
 struct MaxClustersF {
   const Wna16FastArgs& w;
   int pair;
