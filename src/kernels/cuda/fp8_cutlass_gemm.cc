@@ -11,6 +11,7 @@ const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
     case Fp8CutlassConfig::kSwap128x32: return "swap128x32";
     case Fp8CutlassConfig::kSwap128x64: return "swap128x64";
     case Fp8CutlassConfig::kSwap64x128C12: return "swap64x128c12";
+    case Fp8CutlassConfig::kSwap128x128C12: return "swap128x128c12";
     case Fp8CutlassConfig::kCount: break;
   }
   return "?";

@@ -22,13 +22,17 @@ namespace qlm::cuda {
 // the W8A8 tolerance. Measured on the H200 and dropped: ping-pong (one warpgroup per tile; idle
 // warpgroups when tiles are few), 128 x 128 / 128 x 256 token tiles (slower than cuBLASLt from
 // 128 tokens on with promotion every k-tile; with 2-CTA clusters and promotion every 16 k-steps
-// within 2 % of it either way), stream-K (docs/fp8-kernel-notes.md).
+// within 2 % of it either way; the cluster one is back, forced-only, for a comparison with programmatic dependent
+// launch), stream-K (docs/fp8-kernel-notes.md).
 enum class Fp8CutlassConfig : int {
   kSwap128x32,  // 128 weight rows x 32 tokens x 128 k
   kSwap128x64,  // 128 weight rows x 64 tokens x 128 k
   // 64 weight rows x 128 tokens, one consumer warpgroup (not cooperative), clusters of two CTAs
   // along the tokens sharing each weight tile (TMA multicast): many tokens on narrow layers.
   kSwap64x128C12,
+  // 128 weight rows x 128 tokens, cooperative, 2-CTA clusters along the tokens: never chosen by the rule, forced
+  // (QLM_FP8_CUTLASS_CONFIG) to compare with cuBLASLt now that the CUTLASS GEMM overlaps the quantizer's tail.
+  kSwap128x128C12,
   kCount,
 };
 const char* fp8_cutlass_config_name(Fp8CutlassConfig c);

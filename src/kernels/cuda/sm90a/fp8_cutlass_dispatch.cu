@@ -14,6 +14,7 @@ cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* 
     case Fp8CutlassConfig::kSwap128x32: return run_swap128x32(a, workspace, workspace_bytes, stream);
     case Fp8CutlassConfig::kSwap128x64: return run_swap128x64(a, workspace, workspace_bytes, stream);
     case Fp8CutlassConfig::kSwap64x128C12: return run_swap64x128c12(a, workspace, workspace_bytes, stream);
+    case Fp8CutlassConfig::kSwap128x128C12: return run_swap128x128c12(a, workspace, workspace_bytes, stream);
     case Fp8CutlassConfig::kCount: break;
   }
   return cudaErrorNotSupported;

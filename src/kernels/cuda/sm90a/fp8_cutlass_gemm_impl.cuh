@@ -117,6 +117,7 @@ struct Fp8Gemm {
 QLM_FP8_CUTLASS_DECLARE(swap128x32)
 QLM_FP8_CUTLASS_DECLARE(swap128x64)
 QLM_FP8_CUTLASS_DECLARE(swap64x128c12)
+QLM_FP8_CUTLASS_DECLARE(swap128x128c12)
 
 // Defines run_<tag> for one Fp8Gemm type, for BF16 and F16 outputs.
 #define QLM_FP8_CUTLASS_DEFINE(tag, ...)                                                                    \
