@@ -27,7 +27,8 @@
 // of the persistent grid takes stages [b*T/G, (b+1)*T/G) of it, so every block streams the same
 // number of bytes. A block's range cuts tiles into segments; a tile covered by one segment is written
 // directly, otherwise every segment writes f32 partials into its slot and the last to arrive sums the
-// slots in slot order (deterministic) and writes y.
+// slots in slot order (deterministic) and writes y. The host sizes the grid so that shares start and end on
+// tile boundaries where a grid close to one block per SM allows it (wna16_aligned_grid, wna16_fast_paths.h).
 //
 // Pipeline invariants: full[s] completes when the producer's expect_tx arrival and all bytes of
 // stage s have landed; empty[s] when every consumer warp reading slot s (kStageWarps) has arrived. Stage i
