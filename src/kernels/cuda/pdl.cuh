@@ -64,20 +64,39 @@ inline bool pdl_launches() {
   return k == 2;
 }
 
+// Thread-block clusters of `blocks` blocks along x (sm_90).
+inline cudaLaunchAttribute cluster_attribute(unsigned blocks) {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = blocks;
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where `pdl` is set
-// (the caller's own switch). The kernel must start with pdl_enter() (or wait before its first dependent access).
+// (the caller's own switch) and in clusters of `cluster` blocks along x where that is above 1 (grid.x a multiple of
+// it). With pdl the kernel must start with pdl_enter() (or wait before its first dependent access).
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl_if(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                          Args&&... args) {
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
+cudaError_t launch_pdl_cluster_if(bool pdl, unsigned cluster, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                  size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.attrs = attrs;
+  if (pdl) attrs[cfg.numAttrs++] = pdl_attribute();
+  if (cluster > 1) attrs[cfg.numAttrs++] = cluster_attribute(cluster);
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// The same without clusters.
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl_if(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
+  return launch_pdl_cluster_if(pdl, 1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 // The same where pdl_launches().

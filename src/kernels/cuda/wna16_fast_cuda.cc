@@ -290,7 +290,7 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
   return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
 }
 
-int wna16_wgmma_pair_for(int64_t, int64_t, int64_t) {
+int wna16_wgmma_pair() {
   static const int64_t env = env_int("QLM_WGMMA_PAIR", 0);
   const int set = g_wgmma_pair.load();
   const int64_t p = set > 0 ? set : env > 0 ? env : 1;
@@ -493,9 +493,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
                                                       a_.rows, xp.raw_data(), pdl, ctx.stream));
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
     const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
-    // Column tiles in pairs sharing each token tile (clusters of two blocks) where the rule says so and the pair's
-    // clusters fit on the device at all.
-    int pair = cuda::wna16_wgmma_pair_for(M, cfg_.K_p, cfg_.N_p);
+    // Column tiles in pairs sharing each token tile (clusters of two blocks) where set so and the pair's clusters fit
+    // on the device at all.
+    int pair = cuda::wna16_wgmma_pair();
     const int max_clusters = pair > 1 ? cuda::wna16_wgmma_max_clusters(a_, tile, pair) : 0;
     if (max_clusters < 1) pair = 1;
     // Every cluster gets at least min_stages k-stages (fewer partial sums on small layers).
@@ -506,10 +506,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
         pair > 1 ? max_clusters : int64_t{std::max(1, ctx.sm_count)} * t.per_sm;  // clusters (blocks) at once
     const int64_t cap = std::clamp<int64_t>(stages / min_stages, 1, resident);
     // Stream-K units: (m-tile, group of `pair` column tiles).
-    const int64_t units = cuda::wna16_wgmma_tile_count(a_, M, tile, pair) / pair;
+    const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair), units = tiles / pair;
     const int blocks =
         pair * static_cast<int>(aligned_grids() ? wna16_aligned_grid(units, cap, aligned_keep(875)) : cap);
-    const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);

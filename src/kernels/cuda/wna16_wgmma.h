@@ -44,10 +44,10 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens);
 bool wna16_wgmma_one_group(const Wna16FastArgs& w);
 // Whether this device can run the configuration (sm_90, 4-bit, a tensor-map encoder, 2 stages fit).
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
-// Blocks per cluster (1 or 2) for M tokens of a K x N layer: 2 runs the column tiles in pairs that share (multicast)
-// each token tile (sm90a/wna16_wgmma_kernel.cuh). QLM_WGMMA_PAIR=1|2 forces it (set_wna16_wgmma_pair in
-// wna16_fast_paths.h overrides the environment); default 1.
-int wna16_wgmma_pair_for(int64_t M, int64_t K, int64_t N);
+// Blocks per cluster (1 or 2): 2 runs the column tiles in pairs that share (multicast) each token tile
+// (sm90a/wna16_wgmma_kernel.cuh; measured slower, docs/w4a16-kernel-notes.md v7i). QLM_WGMMA_PAIR=1|2 sets it
+// (set_wna16_wgmma_pair in wna16_fast_paths.h overrides the environment); default 1.
+int wna16_wgmma_pair();
 // k-stages of all (m-tile, group of `pair` column tiles) units: the work a persistent grid of at most that many
 // clusters splits.
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile, int pair = 1);
@@ -62,7 +62,7 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
 // launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
 // previous kernel (the permutation of x), and x after.
-// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair_for).
+// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair).
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
                                     cudaStream_t stream);

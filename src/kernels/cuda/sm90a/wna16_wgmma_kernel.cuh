@@ -669,8 +669,6 @@ bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M,
                                static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-inline cudaLaunchAttribute cluster_attribute(int blocks);
-
 struct LaunchF {
   const WgmmaCall& c;
   template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z>
@@ -688,31 +686,14 @@ struct LaunchF {
     const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, c.x, c.ldx, c.M, TN, &xmap)) return cudaErrorInvalidValue;
-    cudaLaunchAttribute attrs[2];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(c.blocks);
-    cfg.blockDim = dim3(block_threads<PW, CW>());
-    cfg.dynamicSmemBytes = p.smem;
-    cfg.stream = c.stream;
-    cfg.attrs = attrs;
-    if (c.pdl) attrs[cfg.numAttrs++] = pdl_attribute();
-    if (c.pair > 1) attrs[cfg.numAttrs++] = cluster_attribute(c.pair);
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, xmap, w,
-                                             static_cast<int>(c.M), p.stages, p.stage_bytes, p.par_bytes,
-                                             wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.ws,
-                                             c.counters, c.bias, static_cast<uint16_t*>(c.y));
+    const cudaError_t e = launch_pdl_cluster_if(
+        c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks),
+        dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
+        p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.ws, c.counters, c.bias,
+        static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
   }
 };
-
-inline cudaLaunchAttribute cluster_attribute(int blocks) {
-  cudaLaunchAttribute a{};
-  a.id = cudaLaunchAttributeClusterDimension;
-  a.val.clusterDim.x = static_cast<unsigned>(blocks);
-  a.val.clusterDim.y = 1;
-  a.val.clusterDim.z = 1;
-  return a;
-}
 
 // Clusters of `pair` blocks the kernel a call with these weights runs (the one-group loop where it applies) can keep
 // resident at once (cudaOccupancyMaxActiveClusters, cached per kernel and pair size: the plan's shared memory differs
@@ -732,7 +713,7 @@ struct MaxClustersF {
     std::atomic<int>& k = known[pair == 2 ? 1 : 0];
     if (const int v = k.load(); v >= 0) return v;
     const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
-    cudaLaunchAttribute attr = cluster_attribute(pair);
+    cudaLaunchAttribute attr = cluster_attribute(static_cast<unsigned>(pair));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(pair);
     cfg.blockDim = dim3(block_threads<PW, CW>());
