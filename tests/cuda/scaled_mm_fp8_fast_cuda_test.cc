@@ -107,6 +107,15 @@ std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, 
 
 int capability0() { return cuda_devices().at(0).capability; }
 
+// With QLM_TEST_TRACE set, each kernel run is printed (and flushed) before it starts: the last line names the
+// run that hangs when the GPU check's time limit kills the test.
+void trace_run(const std::string& what) {
+  static const bool on = std::getenv("QLM_TEST_TRACE") != nullptr;
+  if (!on) return;
+  std::fprintf(stderr, "run %s\n", what.c_str());
+  std::fflush(stderr);
+}
+
 void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
                  const std::vector<int64_t>& Ms) {
   for (DType act : dtypes) {
@@ -125,8 +134,9 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
       const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& [path, k] : kernels) {
         if (path != "streaming" && M <= 16) continue;  // the streaming kernel's path
-        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
+        trace_run(what);
+        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
         EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
       }
@@ -177,15 +187,23 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   const ScaledMMConfig c =
       fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 256, 14336, DType::BF16, Device::cuda(0), 90);
   const ScaledMMWeights w = fp8_weights({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 256, 14336, 99);
+  // The float64 references (a second each at M = 200) computed once, not per interval and configuration.
+  const std::vector<int64_t> Ms = {17, 200};
+  std::vector<std::vector<float>> xs, wants;
+  for (int64_t M : Ms) {
+    xs.push_back(testing::scaled_mm_test_acts(M, 14336, DType::BF16, 5 * M));
+    wants.push_back(run_ref(c, w, xs.back(), M, nullptr));
+  }
   for (const char* interval : {"4", "8", "16", "32"}) {
     setenv("QLM_FP8_PROMOTION", interval, 1);
     for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i) {
       const std::string config = cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i));
       const auto k = make_kernel(c, w, "", config);
-      for (int64_t M : {17, 200}) {
-        const std::vector<float> x = testing::scaled_mm_test_acts(M, 14336, DType::BF16, 5 * M);
-        const std::vector<float> got = run_kernel(*k, c, x, M, nullptr);
-        const double err = testing::mean_relative_error(got, run_ref(c, w, x, M, nullptr));
+      for (size_t mi = 0; mi < Ms.size(); ++mi) {
+        const int64_t M = Ms[mi];
+        trace_run(fmt::format("promotion {} {} M={}", interval, config, M));
+        const std::vector<float> got = run_kernel(*k, c, xs[mi], M, nullptr);
+        const double err = testing::mean_relative_error(got, wants[mi]);
         std::printf("fp8 promotion %s %s M=%lld rel_mean_error %.3e\n", interval, config.c_str(),
                     static_cast<long long>(M), err);
         EXPECT_LE(err, tolerance(DType::BF16)) << config << " promotion " << interval << " M=" << M;

@@ -481,7 +481,9 @@ TEST(Wna16FastPaths, AlignedGrid) {
       const int64_t g = wna16_aligned_grid(tiles, cap);
       EXPECT_LE(g, cap);
       EXPECT_GE(8 * g, 7 * cap);
-      if (g != cap) EXPECT_TRUE(g % tiles == 0 || tiles % g == 0) << tiles << " " << cap;
+      if (g != cap) {
+        EXPECT_TRUE(g % tiles == 0 || tiles % g == 0) << tiles << " " << cap;
+      }
     }
   }
   // What the kernels make of an aligned grid: block b's stream-K share [b T / G, (b + 1) T / G) of T = tiles x P
@@ -497,7 +499,9 @@ TEST(Wna16FastPaths, AlignedGrid) {
         EXPECT_TRUE(end % per_tile == 0 || (end - 1) / per_tile == begin / per_tile) << tiles << " " << per_tile;
         if (g > tiles) shortest = std::min(shortest, end - begin), longest = std::max(longest, end - begin);
       }
-      if (g > tiles) EXPECT_LE(longest - shortest, 1) << tiles << " " << per_tile;
+      if (g > tiles) {
+        EXPECT_LE(longest - shortest, 1) << tiles << " " << per_tile;
+      }
     }
   }
 }
