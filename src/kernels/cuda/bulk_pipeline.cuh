@@ -189,29 +189,44 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
   }
 }
 
-// The producer warp's walk over its stages [q_begin, q_end) through a ring of `stages` slots (empty barriers at
+// The producer warps' walk over their stages [q_begin, q_end) through a ring of `stages` slots (empty barriers at
 // empty0 + 8 * slot): copy_stage(cursor, slot, weights, x) issues one stage's copies, the weights with the stage's
 // expect_tx (which counts the activations' bytes too) and / or its activations. The first ring's weights go out
 // before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
 // activations; their activations after. Stage q_begin + i takes slot i % stages and phase (i / stages) & 1, as the
-// consumers count.
+// consumers count. With `parts` producer warps, warp `part` issues the stages with i % parts == part (each walks
+// the cursor over all of them): one warp's issue latency per stage (the per-lane copies run one after another) no
+// longer paces the ring. A slot's uses alternate between warps only through its empty barrier, whose phase a warp
+// can never be two behind (the next use waits for the previous one's release, which needs its issue).
 // kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
 template <bool kClusterWait = false, typename CopyStage>
 __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
-                                               int stages, uint32_t empty0, CopyStage&& copy_stage) {
+                                               int stages, uint32_t empty0, CopyStage&& copy_stage, int part = 0,
+                                               int parts = 1) {
   StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
   const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
-  for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg)) copy_stage(at, i, true, false);
+  int turn = 0;  // (stage index since q_begin) % parts
+  const auto mine = [&] {
+    const bool m = turn == part;
+    if (++turn == parts) turn = 0;
+    return m;
+  };
+  for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg))
+    if (mine()) copy_stage(at, i, true, false);
   wait_for_predecessor();
-  for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg)) copy_stage(first, i, false, true);
+  turn = 0;
+  for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg))
+    if (mine()) copy_stage(first, i, false, true);
   int slot = 0;
   uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
   for (int64_t q = q_begin + pre; q < q_end; ++q) {
-    if constexpr (kClusterWait)
-      mbar_wait_cluster(empty0 + 8 * slot, phase ^ 1u);
-    else
-      mbar_wait(empty0 + 8 * slot, phase ^ 1u);
-    copy_stage(at, slot, true, true);
+    if (mine()) {
+      if constexpr (kClusterWait)
+        mbar_wait_cluster(empty0 + 8 * slot, phase ^ 1u);
+      else
+        mbar_wait(empty0 + 8 * slot, phase ^ 1u);
+      copy_stage(at, slot, true, true);
+    }
     if (++slot == stages) slot = 0, phase ^= 1u;
     at.next(per_tile, ks, tpg);
   }

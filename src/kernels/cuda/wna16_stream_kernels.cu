@@ -74,7 +74,12 @@ struct StreamShape {
   static constexpr int kConsumerWarps = kLate ? (MT == 1 ? 12 : 8) : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
-  static constexpr int kThreads = kConsumers + 32;  // + the producer warp
+  // Producer warps taking the stages in turn (produce_stages): with one, its issue latency per stage (four code
+  // copies one after another, scales, x) paced the ring at one token while its scheduler also ran consumers
+  // (H200, Nsight Compute: the consumers waited on full stages 46 % of the time, the producer never on an empty
+  // one; without consumer math the same producer streamed at the copy floor).
+  static constexpr int kProducerWarps = 2;
+  static constexpr int kThreads = kConsumers + 32 * kProducerWarps;
   static constexpr int V = BITS / 4;
   static constexpr int KS = 8 / V;  // k-tiles per stage: 16 KB of codes per stage for either width
   static constexpr int TM = 8 * MT;
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
   }
   __syncthreads();
 
-  if (warp == kConsumerWarps) {  // producer
+  if (warp >= kConsumerWarps) {  // producers
     const uint64_t policy = evict_first_policy();
     // The x box lands at the stage's x region, which must be 128-byte aligned (stage_bytes and x_off are
     // multiples of 128 by the plan; the dynamic shared memory's base is checked here). One m-tile has at most
@@ -162,7 +167,8 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     };
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
     // before the wait for the previous kernel, whose output x may be, their x rows after.
-    produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage);
+    produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage, warp - kConsumerWarps,
+                   S::kProducerWarps);
     return;
   }
 
