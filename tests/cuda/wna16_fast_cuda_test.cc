@@ -541,28 +541,30 @@ TEST(Wna16FastPaths, Gemv4FullWave) {
   EXPECT_FALSE(wna16_gemv4_one_wave(8192, 10240, 132, 70));
   EXPECT_FALSE(wna16_gemv4_one_wave(4096, 6144, 0, 70));
   EXPECT_TRUE(wna16_gemv4_one_wave(8192, 8192, 132, kWna16Gemv4OneTokenWavePercent));  // 70b.o: 256 of 264
+  // The rule gives them the GEMV kernel only where the stream kernel cannot run (stream_ok false): session 32's
+  // stream kernel leads on every layer at M = 1-8 (v7k).
   for (int64_t M : {1, 4, 8}) {
-    EXPECT_EQ(wna16_fast_path_for(M, 8192, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
-    EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, true, true, 132), Wna16FastPath::Gemv) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 8192, 4, false, true, 132), Wna16FastPath::Gemv) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, false, true, 132), Wna16FastPath::Gemv) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 8192, 4, true, true, 132), Wna16FastPath::Stream) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream) << M;
     EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, true, true, 132), Wna16FastPath::Stream) << M;
+    EXPECT_EQ(wna16_fast_path_for(M, 8192, 57344, 4, false, true, 132), Wna16FastPath::Tiled) << M;  // not a wave
   }
-  // Past the GEMV kernel's M <= 8, the stream kernel up to 16 on every layer (v7d).
-  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, true, true, 132), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(9, 28672, 8192, 4, true, true, 132), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4, true, true, 132), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4, true, true, 132), Wna16FastPath::Wgmma);
-  // 8b.qkv (73 % of a wave, 2.5e7 weights): the GEMV kernel at M = 1 (its one-token share, 70 %), stream from 2
-  // (the full wave's 90 % holds there); without the SM count the tiled kernel at M = 1 (below 7.5e7 weights).
-  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Gemv);
-  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 0), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(9, 8192, 8192, 4, false, true, 132), Wna16FastPath::Tiled);  // GEMV: M <= 8
+  // 8b.qkv (73 % of a wave): without the stream kernel the GEMV kernel at M = 1 (its one-token share, 70 %), tiled
+  // from 2 (the full wave's 90 % does not hold); with it, stream at every M <= 16 and size.
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, false, true, 132), Wna16FastPath::Gemv);
+  EXPECT_EQ(wna16_fast_path_for(2, 4096, 6144, 4, false, true, 132), Wna16FastPath::Tiled);
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, false, true, 0), Wna16FastPath::Tiled);  // SM count unknown
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 132), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 4, true, true, 0), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(1, 4096, 6144, 8, true, true, 132), Wna16FastPath::Gemv);  // 8-bit: its own bound
-  EXPECT_EQ(wna16_fast_path_for(2, 4096, 6144, 4, true, true, 132), Wna16FastPath::Stream);
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 10240, 4, true, true, 132), Wna16FastPath::Stream);  // 8.4e7
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);     // 8-bit: its own bound
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, true, true, 0), Wna16FastPath::Tiled);      // SM count unknown
-  EXPECT_EQ(wna16_fast_path_for(2, 8192, 8192, 4, true, true, 0), Wna16FastPath::Stream);
-  EXPECT_NE(wna16_fast_path_summary(8192, 8192, 4, true, true, 132).find("M 1-8 gemv"), std::string::npos)
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 8, true, true, 132), Wna16FastPath::Gemv);
+  EXPECT_NE(wna16_fast_path_summary(8192, 8192, 4, true, true, 132).find("M 1-16 stream"), std::string::npos)
       << wna16_fast_path_summary(8192, 8192, 4, true, true, 132);
+  EXPECT_NE(wna16_fast_path_summary(8192, 8192, 4, false, true, 132).find("M 1-8 gemv"), std::string::npos)
+      << wna16_fast_path_summary(8192, 8192, 4, false, true, 132);
 }
 
 // The run-time rule: stream for 4-bit M <= 16 (where the GPU can run it), GEMV for 8-bit M <= 8, tiled
@@ -576,8 +578,9 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 10240, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4), Wna16FastPath::Stream);  // 2.3e8
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4), Wna16FastPath::Tiled);
-  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Tiled);    // 6.7e7: M = 1 needs >= 7.5e7
-  EXPECT_EQ(wna16_fast_path_for(2, 8192, 8192, 4), Wna16FastPath::Stream);   // from M = 2 every size (v7d)
+  EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4), Wna16FastPath::Stream);  // every size from M = 1 (v7k)
+  EXPECT_EQ(wna16_fast_path_for(2, 8192, 8192, 4), Wna16FastPath::Stream);
+  EXPECT_EQ(wna16_fast_path_for(1, 4096, 4096, 4), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 4096, 4), Wna16FastPath::Stream);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 4096, 4), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(1, 8192, 8192, 4, false), Wna16FastPath::Tiled);  // no stream kernel here
@@ -679,21 +682,24 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-2559 wgmma 128x256 · "
             ">= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
-            "M 1 tiled · 2-16 stream · 17-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, false, true),
             "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
-  // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %).
+  // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %); the
+  // GEMV kernel takes it only without the stream kernel.
   EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
-            "M 1 gemv · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, false, true, 132),
+            "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1 tiled · 2-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "
-            "dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
-            "M 1-8 gemv · 9-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 "
-            "dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
+  EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
+            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},

@@ -22,27 +22,23 @@ namespace {
 // on some layers at M <= 16 and by <= 15 % (70b.qkv M=1: 25.0 vs 27.4 us), the tiled GEMM elsewhere; for
 // 8-bit weights the GEMV kernel wins clearly at M = 1 (70b.gate_up 170 vs 233 us) and loses at M = 16.
 constexpr int64_t kWna16FastGemvMaxM8 = 8;
-// The stream kernel runs 4-bit weights at M = 2-16 (two m-tiles, late scaling, x by one tensor copy per stage) on
-// every layer where the GEMV kernel's full-wave plan does not take them first (M <= 8), and at M = 1 on layers of
-// >= kWna16FastStreamOneTokenMinKN weights. History (docs/w4a16-kernel-notes.md): v5 to v5j put it on layers of
-// >= 7.5e7 weights only (M = 1: 18-36 % ahead of the tiled kernel on 70b.qkv, 8b.gate_up, 70b.down, 70b.gate_up;
-// behind on the 8B qkv, o and down layers, and 8B decode fell from 287 to 276 tokens/s with it on every layer).
-// Session 27 (v7d, forced-path sweep over twelve shapes, M = 1-32, after the GEMV kernel took the o and down layers
-// at M <= 8 and PDL came to every kernel): on every layer below that bound it now beats what the rule ran there at
-// M = 9-16, by 3-35 % (M = 16: 8b.qkv 14.5 vs 17.1 us wgmma, 8b.down 23.6 vs 26.9 tiled, 70b.o 23.1 vs 26.3 wgmma,
-// 13824 x 5120 24.7 vs 32.9; 8b.o ties, 14.0 vs 13.9), and on 8b.qkv at M = 2-8 (10.2 vs 12.3 tiled at M = 2, 11.7
-// vs 13.0 at 8). At M = 1 on 8b.qkv it is ahead alone (10.0 vs 10.8) but not in the model: 8B decode with a
-// 4000-token prompt ran 322.5 / 325.0 / 324.8 tokens/s with it against 337.2 / 337.0 / 339.3 with the tiled kernel
-// (alternating runs; at a 16-token prompt 374.3 / 374.3 against 367.0 / 371.1), so one token keeps the old bound.
-// QLM_W4FAST_STREAM_MIN_KN=N puts a size bound on every M (75000000: the rule before session 27, for A/B runs).
-constexpr double kWna16FastStreamOneTokenMinKN = 7.5e7;
+// The stream kernel runs 4-bit weights at M = 1-16 on every layer where it can run (sm_90). History
+// (docs/w4a16-kernel-notes.md): v5 to v5j put it on layers of >= 7.5e7 weights only (M = 1: 18-36 % ahead of the
+// tiled kernel on 70b.qkv, 8b.gate_up, 70b.down, 70b.gate_up; behind on the 8B qkv, o and down layers); session 27
+// (v7d) took it to M = 2-16 on every layer; M = 1 below 7.5e7 weights and M <= 8 on the full-wave layers (o, down)
+// stayed with the GEMV kernel, because the stream kernel lost in the model there (8B decode with a 4000-token prompt
+// 322.5-325.0 tokens/s against 337.0-339.3). Session 32 (v7k): with two producer warps it leads everywhere at
+// M = 1-8 (M = 1, us: 70b.down 33.5 vs 39.8 GEMV, 70b.o 13.2 vs 15.5, 8b.down 12.3 vs 14.2, 8b.qkv 8.4 vs 9.9, 8b.o
+// 6.9 vs 7.6) and in the model (8B decode 427.7 / 423.1 vs 413.7 / 412.2 tokens/s at a 16-token prompt, 389.9 vs
+// 376.3 at 4000), so the GEMV kernel keeps 4-bit layers only where the stream kernel cannot run.
+// QLM_W4FAST_STREAM_MIN_KN=N puts a size bound on every M (75000000: the rule before session 27, for A/B runs);
+// QLM_W4FAST_GEMV_FIRST=1 gives the full-wave layers back to the GEMV kernel at M <= 8 (the rule before session 32).
 int64_t default_stream_max_m(int64_t K, int64_t N, int bits, int64_t min_kn) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   return bits == 4 && kn >= static_cast<double>(min_kn) ? 16 : 0;
 }
-int64_t default_stream_min_m(int64_t K, int64_t N) {
-  return static_cast<double>(K) * static_cast<double>(N) >= kWna16FastStreamOneTokenMinKN ? 1 : 2;
-}
+// 7.5e7 weights: a size bound of the wgmma tile rule (v7d).
+constexpr double kWna16FastLargeLayerKN = 7.5e7;
 
 // M at and above which dequantize + cuBLAS beats the tiled GEMM (v3 runs), by layer size K * N.
 int64_t default_cublas_min_m(int64_t K, int64_t N) {
@@ -117,11 +113,11 @@ int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 // tiled; 70b.o 26.3 vs 25.8 and 13824 x 5120 32.9 vs 29.2 went to the tiled kernel).
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  const bool mid = kn >= 6e7 && kn < kWna16FastStreamOneTokenMinKN;  // 70b.o-sized
+  const bool mid = kn >= 6e7 && kn < kWna16FastLargeLayerKN;  // 70b.o-sized
   if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) ? 6 : 9;
   if (M >= 33) return kn >= 1e8 ? 8 : 1;
   if (kn < 3e7) return M >= 16 && N <= 4096 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= kWna16FastStreamOneTokenMinKN ? 1 : -1;  // 70b.qkv
+  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= kWna16FastLargeLayerKN ? 1 : -1;  // 70b.qkv
   if (M >= 9 && kn >= 4e8) return 3;
   return -1;
 }
@@ -140,23 +136,25 @@ namespace {
 struct RuleBounds {
   int64_t gemv_max = -1, wgmma_min = 0, cublas_min = 0, stream_max = -1, stream_min_kn = 0;
   int64_t gemv_one_token_percent = kWna16Gemv4OneTokenWavePercent;
+  bool gemv_first = false;  // QLM_W4FAST_GEMV_FIRST=1
 };
 
 Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok, bool wgmma_ok, int sm_count,
                         const RuleBounds& e) {
-  // 4-bit, few tokens, a plan of one full wave: the GEMV kernel (unless the environment sets the small-M bounds);
-  // one token also where the plan fills the environment's share of the wave (default: the same 90 %).
+  // 4-bit, few tokens, a plan of one full wave, where the stream kernel cannot run (or QLM_W4FAST_GEMV_FIRST): the
+  // GEMV kernel (unless the environment sets the small-M bounds); one token also where the plan fills the
+  // environment's share of the wave (default 70 %).
   const int64_t wave_percent =
       M == 1 ? std::min(e.gemv_one_token_percent, kWna16Gemv4FullWavePercent) : kWna16Gemv4FullWavePercent;
-  if (bits == 4 && M <= 8 && e.gemv_max < 0 && e.stream_max < 0 && wna16_gemv4_one_wave(K, N, sm_count, wave_percent))
+  if (bits == 4 && M <= 8 && (!stream_ok || e.gemv_first) && e.gemv_max < 0 && e.stream_max < 0 &&
+      wna16_gemv4_one_wave(K, N, sm_count, wave_percent))
     return Wna16FastPath::Gemv;
   const int64_t gemv_max = e.gemv_max >= 0 ? e.gemv_max : bits == 8 ? kWna16FastGemvMaxM8 : 0;
   // 8-bit weights keep the GEMV kernel at small M (int8 70b.gate_up M = 1: 170 us vs 185 stream, v5d). The
   // environment's bound holds for every layer and width.
   const int64_t stream_max =
       e.stream_max >= 0 ? std::min<int64_t>(e.stream_max, 32) : default_stream_max_m(K, N, bits, e.stream_min_kn);
-  const int64_t stream_min = e.stream_max >= 0 ? 1 : default_stream_min_m(K, N);
-  if (stream_ok && M >= stream_min && M <= stream_max) return Wna16FastPath::Stream;
+  if (stream_ok && M <= stream_max) return Wna16FastPath::Stream;
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
@@ -189,7 +187,8 @@ Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, boo
                                  env_int("QLM_W4FAST_CUBLAS_MIN_M", 0),
                                  env_int("QLM_W4FAST_STREAM_MAX_M", -1),
                                  env_int("QLM_W4FAST_STREAM_MIN_KN", 0),
-                                 env_int("QLM_W4FAST_GEMV_ONE_TOKEN_WAVE", kWna16Gemv4OneTokenWavePercent)};
+                                 env_int("QLM_W4FAST_GEMV_ONE_TOKEN_WAVE", kWna16Gemv4OneTokenWavePercent),
+                                 env_int("QLM_W4FAST_GEMV_FIRST", 0) != 0};
   static const Wna16FastPath env = env_path();
   const auto forced = static_cast<Wna16FastPath>(g_forced_path.load());
   if (forced != Wna16FastPath::Auto) return forced;

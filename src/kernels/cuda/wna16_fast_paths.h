@@ -40,10 +40,10 @@ inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
 
-// The path the rule picks for M tokens of a K x N layer (never Auto): gemv for 4-bit weights at M <= 8 where its
-// split-K plan fills one full wave of the GPU's sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0:
-// unknown, never), and at M = 1 where it fills kWna16Gemv4OneTokenWavePercent (70 %) of it; stream
-// for 4-bit weights at M <= 16 otherwise (sm_90), at M = 1 only on layers of K * N >= 7.5e7; wgmma for 4-bit weights
+// The path the rule picks for M tokens of a K x N layer (never Auto): stream for 4-bit weights at M <= 16 (sm_90);
+// where it cannot run, gemv for 4-bit weights at M <= 8 where its split-K plan fills one full wave of the GPU's
+// sm_count multiprocessors (wna16_gemv4_full_wave; sm_count 0: unknown, never), and at M = 1 where it fills
+// kWna16Gemv4OneTokenWavePercent (70 %) of it; wgmma for 4-bit weights
 // where wna16_wgmma_rule_tile gives a tile and it can run (wgmma_ok: sm_90 with the sm_90a kernels); tiled otherwise,
 // below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
 // and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU only with
@@ -55,7 +55,8 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
 // 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead of the
 // tiles' rule), QLM_W4FAST_GEMV_ONE_TOKEN_WAVE (the share of a wave, in percent, that lets the GEMV kernel take M = 1;
-// default 70, 90: as at M = 2-8). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the
+// default 70, 90: as at M = 2-8), QLM_W4FAST_GEMV_FIRST=1 (the GEMV kernel's choice above ahead of the stream kernel,
+// as before session 32). stream_ok: whether the stream kernel can run here (sm_90, shared memory); if not, the
 // rule goes on as if its bound were 0.
 Wna16FastPath wna16_fast_path_for(int64_t M, int64_t K, int64_t N, int bits, bool stream_ok = true,
                                   bool wgmma_ok = false, int sm_count = 0);
