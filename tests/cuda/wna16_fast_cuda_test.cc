@@ -38,6 +38,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_late(-1);
     set_wna16_wgmma_one_group(-1);
     set_wna16_wgmma_pair(0);
+    set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
   }
 
@@ -287,6 +288,28 @@ TEST_F(CudaWna16FastTest, WgmmaPairs) {
   }
   set_wna16_wgmma_late(-1);
   set_wna16_wgmma_pair(0);
+}
+
+// Two and four producer warps taking the ring's stages in turn on the tiles with a producer warpgroup (6-9), and
+// the value clamped to one warp on the others: every tile configuration, both loops, zero points and act-order.
+TEST_F(CudaWna16FastTest, WgmmaProducers) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 71},
+      {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 72},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 73},  // the general loop
+  };
+  for (int producers : {2, 4}) {
+    set_wna16_wgmma_producers(producers);
+    for (int tile : {0, 6, 7, 8, 9}) {
+      SCOPED_TRACE(fmt::format("producers {}, tile {}", producers, tile));
+      set_wna16_wgmma_tile(tile);
+      for (const auto& s : specs) {
+        check(s, DType::BF16, {1, 33, 64, 129, 300}, Wna16FastPath::Wgmma);
+        check(s, DType::F16, {70}, Wna16FastPath::Wgmma);
+      }
+    }
+  }
 }
 
 // The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (768 on a layer

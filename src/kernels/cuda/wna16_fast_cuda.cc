@@ -62,6 +62,7 @@ std::atomic<int> g_wgmma_tile{-1};        // set_wna16_wgmma_tile
 std::atomic<int> g_wgmma_late{-1};        // set_wna16_wgmma_late
 std::atomic<int> g_wgmma_one_group{-1};   // set_wna16_wgmma_one_group
 std::atomic<int> g_wgmma_pair{0};         // set_wna16_wgmma_pair
+std::atomic<int> g_wgmma_producers{0};    // set_wna16_wgmma_producers
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 
 Wna16FastPath env_path() {
@@ -82,6 +83,7 @@ void set_wna16_wgmma_tile(int tile) { g_wgmma_tile.store(tile); }
 void set_wna16_wgmma_late(int mode) { g_wgmma_late.store(mode); }
 void set_wna16_wgmma_one_group(int mode) { g_wgmma_one_group.store(mode); }
 void set_wna16_wgmma_pair(int pair) { g_wgmma_pair.store(pair); }
+void set_wna16_wgmma_producers(int producers) { g_wgmma_producers.store(producers); }
 void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages); }
 int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 
@@ -262,7 +264,7 @@ int64_t wna16_wgmma_stage_count(const Wna16FastArgs&, int64_t, int, int) { retur
 int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return 0; }
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
 int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
-cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, float*,
+cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, int, float*,
                                     unsigned*, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
@@ -294,6 +296,13 @@ int wna16_wgmma_pair() {
   const int set = g_wgmma_pair.load();
   const int64_t p = set > 0 ? set : env > 0 ? env : 1;
   return p >= 2 ? 2 : 1;
+}
+
+int wna16_wgmma_producers() {
+  static const int64_t env = env_int("QLM_WGMMA_PRODUCERS", 0);
+  const int set = g_wgmma_producers.load();
+  const int64_t p = set > 0 ? set : env > 0 ? env : 1;
+  return static_cast<int>(std::clamp<int64_t>(p, 1, 4));
 }
 
 int wna16_wgmma_max_stages(int tokens, int columns) {
@@ -511,8 +520,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
-    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, pair, ws.data<float>(),
-                                                 counters_for(tiles), b, y.raw_data(), gemm_pdl, ctx.stream));
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, pair,
+                                                 cuda::wna16_wgmma_producers(), ws.data<float>(), counters_for(tiles),
+                                                 b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

@@ -167,6 +167,8 @@ void set_wna16_wgmma_one_group(int mode);
 // The same for the wgmma kernel's blocks per cluster (1 or 2: column tiles in pairs sharing the token tile; 0:
 // QLM_WGMMA_PAIR or the default, 1).
 void set_wna16_wgmma_pair(int pair);
+// The same for the wgmma kernel's producer warps (1, 2 or 4; 0: QLM_WGMMA_PRODUCERS or the default, 1).
+void set_wna16_wgmma_producers(int producers);
 // Process-wide override of the stream kernel's ring cap for tests (2-12; 0: QLM_W4FAST_STREAM_MAX_STAGES or
 // wna16_stream_default_stages), read by each launch; and its current value.
 void set_wna16_stream_max_stages(int stages);

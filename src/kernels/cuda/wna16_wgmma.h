@@ -48,6 +48,12 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // (sm90a/wna16_wgmma_kernel.cuh; measured slower, docs/w4a16-kernel-notes.md v7i). QLM_WGMMA_PAIR=1|2 sets it
 // (set_wna16_wgmma_pair in wna16_fast_paths.h overrides the environment); default 1.
 int wna16_wgmma_pair();
+// Producer warps that issue the ring's stages on the tiles with a producer warpgroup (producer_warps 4: the 128-token
+// tiles and 64 x 384 / 64 x 512; the others have one): 1 (default, the other three only hand their registers to the
+// consumers), 2 or 4, taking the stages in turn as the stream kernel's two do (bulk::produce_stages).
+// QLM_WGMMA_PRODUCERS=n sets it (set_wna16_wgmma_producers in wna16_fast_paths.h overrides the environment); values
+// above a tile's producer warps run that many.
+int wna16_wgmma_producers();
 // k-stages of all (m-tile, group of `pair` column tiles) units: the work a persistent grid of at most that many
 // clusters splits.
 int64_t wna16_wgmma_stage_count(const Wna16FastArgs& w, int64_t M, int tile, int pair = 1);
@@ -62,10 +68,10 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
 // launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
 // previous kernel (the permutation of x), and x after.
-// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair).
+// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers.
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    int pair, float* ws, unsigned* counters, const float* bias, void* y, bool pdl,
-                                    cudaStream_t stream);
+                                    int pair, int producers, float* ws, unsigned* counters, const float* bias, void* y,
+                                    bool pdl, cudaStream_t stream);
 // The cap on the wgmma kernel's ring depth for a tile of `tokens` x `columns` (stages of 8 k-tiles; the kernel's own
 // maximum is 8, fewer where shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning) on every tile, else
 // wna16_wgmma_default_stages(tokens, columns).

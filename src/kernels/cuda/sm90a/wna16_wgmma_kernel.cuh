@@ -198,8 +198,8 @@ __device__ __forceinline__ void wgmma_wait() {
 template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE, bool OG>
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
-                 int par_bytes, int64_t max_segments, int pair, float* __restrict__ ws, unsigned* __restrict__ counters,
-                 const float* __restrict__ bias, uint16_t* __restrict__ y) {
+                 int par_bytes, int64_t max_segments, int pair, int producers, float* __restrict__ ws,
+                 unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
   using namespace bulk;
   using S = WgShape<TN, BPW, CW>;
   static_assert(!(LATE && OG), "late scaling has its own one-group loop");
@@ -248,7 +248,10 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 
   if (warp >= kConsumerWarps) {  // producer
     if constexpr (PW == 4) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (warp != kConsumerWarps) return;
+    // Warps [kConsumerWarps, kConsumerWarps + parts) issue the stages in turn; the rest of a warpgroup only gave
+    // its registers away.
+    const int part = warp - kConsumerWarps, parts = producers < PW ? producers : PW;
+    if (part >= parts) return;
     if (lane == 0) prefetch_tensor_map(&xmap);
     const uint64_t policy = evict_first_policy();
     // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
@@ -290,7 +293,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       }
     };
     // The first ring's weights before the wait for the previous kernel, which writes x; their token tiles after.
-    produce_stages<true>(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage);
+    produce_stages<true>(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage, part, parts);
     return;
   }
   // The consumers write y, the partial sums and the counters, which the previous kernel may still use.
@@ -689,8 +692,8 @@ struct LaunchF {
     const cudaError_t e = launch_pdl_cluster_if(
         c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks),
         dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
-        p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.ws, c.counters, c.bias,
-        static_cast<uint16_t*>(c.y));
+        p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.producers, c.ws, c.counters,
+        c.bias, static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
   }
 };

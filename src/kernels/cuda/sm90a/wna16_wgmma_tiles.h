@@ -16,6 +16,7 @@ struct WgmmaCall {
   const void* x;
   int64_t ldx, M;
   int tile, blocks, pair;
+  int producers;  // producer warps issuing stages (1 to the tile's producer_warps; wna16_wgmma_producers)
   float* ws;
   unsigned* counters;
   const float* bias;
