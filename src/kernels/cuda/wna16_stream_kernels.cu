@@ -98,6 +98,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
                   const float* __restrict__ bias, uint16_t* __restrict__ y) {
+  // Every stage is released by all the warps that read it (the empty barriers' count).
+  static_assert(StreamShape<BITS, MT>::kStageWarps >= 1 &&
+                StreamShape<BITS, MT>::kStageWarps <= StreamShape<BITS, MT>::kConsumerWarps);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace bulk;
   using S = StreamShape<BITS, MT>;
