@@ -40,6 +40,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_pair(0);
     set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
+    set_wna16_stream_producers(0);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -194,6 +195,27 @@ TEST_F(CudaWna16FastTest, StreamEveryRingDepth) {
     for (const auto& s : specs) check(s, DType::BF16, {1, 5, 8, 9, 16, 17, 32}, Wna16FastPath::Stream);
   }
   check(specs[0], DType::F16, {1, 3, 12}, Wna16FastPath::Stream);
+}
+
+// One, two (the default) and three producer warps taking the stages in turn: one, two and four m-tiles, g128, g32
+// with zero points and act-order, 8-bit, odd groups, at the default ring and the shallowest.
+TEST_F(CudaWna16FastTest, StreamProducerWarps) {
+  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 4096, .N = 600, .group_size = 128, .seed = 81},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .act_order = true, .seed = 82},
+      {.bits = 4, .K = 1440, .N = 264, .group_size = 160, .seed = 83},
+      {.bits = 8, .K = 1152, .N = 200, .group_size = 64, .zero_points = true, .seed = 84},
+  };
+  for (int producers : {1, 2, 3}) {
+    for (int cap : {0, 2}) {
+      SCOPED_TRACE(fmt::format("producers {}, ring cap {}", producers, cap));
+      set_wna16_stream_producers(producers);
+      set_wna16_stream_max_stages(cap);
+      for (const auto& s : specs) check(s, DType::BF16, {1, 5, 9, 16, 17, 32}, Wna16FastPath::Stream);
+    }
+  }
+  check(specs[0], DType::F16, {2, 12}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile

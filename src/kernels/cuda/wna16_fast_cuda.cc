@@ -64,6 +64,7 @@ std::atomic<int> g_wgmma_one_group{-1};   // set_wna16_wgmma_one_group
 std::atomic<int> g_wgmma_pair{0};         // set_wna16_wgmma_pair
 std::atomic<int> g_wgmma_producers{0};    // set_wna16_wgmma_producers
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
+std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -86,6 +87,8 @@ void set_wna16_wgmma_pair(int pair) { g_wgmma_pair.store(pair); }
 void set_wna16_wgmma_producers(int producers) { g_wgmma_producers.store(producers); }
 void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages); }
 int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
+void set_wna16_stream_producers(int producers) { g_stream_producers.store(producers); }
+int wna16_stream_producers_override() { return g_stream_producers.load(); }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
 // kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);

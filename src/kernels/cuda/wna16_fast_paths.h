@@ -173,6 +173,9 @@ void set_wna16_wgmma_producers(int producers);
 // wna16_stream_default_stages), read by each launch; and its current value.
 void set_wna16_stream_max_stages(int stages);
 int wna16_stream_max_stages_override();
+// The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 2).
+void set_wna16_stream_producers(int producers);
+int wna16_stream_producers_override();
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
 // How many clusters of `pair` blocks (1 or 2) of wgmma tile configuration `tile` the current CUDA device can hold at

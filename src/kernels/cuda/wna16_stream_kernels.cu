@@ -74,12 +74,14 @@ struct StreamShape {
   static constexpr int kConsumerWarps = kLate ? (MT == 1 ? 12 : 8) : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
-  // Producer warps taking the stages in turn (produce_stages): with one, its issue latency per stage (four code
-  // copies one after another, scales, x) paced the ring at one token while its scheduler also ran consumers
-  // (H200, Nsight Compute: the consumers waited on full stages 46 % of the time, the producer never on an empty
-  // one; without consumer math the same producer streamed at the copy floor).
-  static constexpr int kProducerWarps = 2;
-  static constexpr int kThreads = kConsumers + 32 * kProducerWarps;
+  // Producer warps taking the stages in turn (produce_stages), 1 to kMaxProducerWarps, chosen per launch
+  // (wna16_stream_producers; default 2). With one, its issue latency per stage (four code copies one after another,
+  // scales, x) paced the ring at one token while its scheduler also ran consumers (H200, Nsight Compute: the
+  // consumers waited on full stages 46 % of the time, the producer never on an empty one; without consumer math the
+  // same producer streamed at the copy floor). The launch bounds allow the most (register caps checked with ptxas:
+  // the same registers and spills as with a bound of two).
+  static constexpr int kMaxProducerWarps = 3;
+  static constexpr int kMaxThreads = kConsumers + 32 * kMaxProducerWarps;
   static constexpr int V = BITS / 4;
   static constexpr int KS = 8 / V;  // k-tiles per stage: 16 KB of codes per stage for either width
   static constexpr int TM = 8 * MT;
@@ -93,7 +95,7 @@ struct StreamShape {
 };
 
 template <int BITS, bool BF16, int MT, bool ZP>
-__global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
+__global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kThreads, 1)
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
     // before the wait for the previous kernel, whose output x may be, their x rows after.
     produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage, warp - kConsumerWarps,
-                   S::kProducerWarps);
+                   static_cast<int>(blockDim.x / 32) - kConsumerWarps);
     return;
   }
 
@@ -481,6 +483,15 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   return p;
 }
 
+// Producer warps per block: the tests' override, QLM_W4FAST_STREAM_PRODUCERS=n (tuning), else 2; at most the
+// kernel's launch bound.
+template <typename S>
+int stream_producers() {
+  static const int64_t env = env_int("QLM_W4FAST_STREAM_PRODUCERS", 0);
+  const int64_t set = wna16_stream_producers_override() > 0 ? wna16_stream_producers_override() : env;
+  return static_cast<int>(std::clamp<int64_t>(set > 0 ? set : 2, 1, S::kMaxProducerWarps));
+}
+
 template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes, cudaStream_t stream) {
@@ -496,9 +507,9 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
   const cudaError_t e = launch_pdl_if(
-      pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks), dim3(StreamShape<BITS, MT>::kThreads), p.smem, stream, xmap,
-      x_box, w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes, p.par_bytes,
-      wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+      pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks), dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem,
+      stream, xmap, x_box, w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes,
+      p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
