@@ -176,6 +176,17 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
   }
 }
 
+// The stream kernel's ring and producer tests' layers (seeds seed, seed + 1, ...): g128 (one scale group per stage),
+// g32 with zero points and act-order, odd groups, 8-bit.
+static std::vector<Wna16Spec> stream_specs(uint64_t seed) {
+  return {
+      {.bits = 4, .K = 4096, .N = 600, .group_size = 128, .seed = seed},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .act_order = true, .seed = seed + 1},
+      {.bits = 4, .K = 1440, .N = 264, .group_size = 160, .seed = seed + 2},
+      {.bits = 8, .K = 1152, .N = 200, .group_size = 64, .zero_points = true, .seed = seed + 3},
+  };
+}
+
 // The stream kernel at every ring depth a cap can give (wna16_stream_ring_stages: 3, 6, 9, 12 at one m-tile, 2-12
 // even at two, every depth at four and with 8-bit weights): one, two and four m-tiles, late scaling with one scale
 // group per stage (g128), with groups of 2 k-tiles (g32, zero points, act-order) and odd groups, against the
@@ -183,12 +194,7 @@ TEST_F(CudaWna16FastTest, StreamSegmentsAndTiles) {
 // error (docs/w4a16-kernel-notes.md, v7g).
 TEST_F(CudaWna16FastTest, StreamEveryRingDepth) {
   if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  const std::vector<Wna16Spec> specs = {
-      {.bits = 4, .K = 4096, .N = 600, .group_size = 128, .seed = 61},
-      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .act_order = true, .seed = 62},
-      {.bits = 4, .K = 1440, .N = 264, .group_size = 160, .seed = 63},
-      {.bits = 8, .K = 1152, .N = 200, .group_size = 64, .zero_points = true, .seed = 64},
-  };
+  const std::vector<Wna16Spec> specs = stream_specs(61);
   for (int cap = 2; cap <= kWna16StreamMaxStages; ++cap) {
     SCOPED_TRACE(fmt::format("ring cap {}", cap));
     set_wna16_stream_max_stages(cap);
@@ -201,12 +207,7 @@ TEST_F(CudaWna16FastTest, StreamEveryRingDepth) {
 // with zero points and act-order, 8-bit, odd groups, at the default ring and the shallowest.
 TEST_F(CudaWna16FastTest, StreamProducerWarps) {
   if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  const std::vector<Wna16Spec> specs = {
-      {.bits = 4, .K = 4096, .N = 600, .group_size = 128, .seed = 81},
-      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .act_order = true, .seed = 82},
-      {.bits = 4, .K = 1440, .N = 264, .group_size = 160, .seed = 83},
-      {.bits = 8, .K = 1152, .N = 200, .group_size = 64, .zero_points = true, .seed = 84},
-  };
+  const std::vector<Wna16Spec> specs = stream_specs(81);
   for (int producers : {1, 2, 3}) {
     for (int cap : {0, 2}) {
       SCOPED_TRACE(fmt::format("producers {}, ring cap {}", producers, cap));

@@ -296,16 +296,12 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
 
 int wna16_wgmma_pair() {
   static const int64_t env = env_int("QLM_WGMMA_PAIR", 0);
-  const int set = g_wgmma_pair.load();
-  const int64_t p = set > 0 ? set : env > 0 ? env : 1;
-  return p >= 2 ? 2 : 1;
+  return wna16_setting(g_wgmma_pair.load(), env, 1) >= 2 ? 2 : 1;
 }
 
 int wna16_wgmma_producers() {
   static const int64_t env = env_int("QLM_WGMMA_PRODUCERS", 0);
-  const int set = g_wgmma_producers.load();
-  const int64_t p = set > 0 ? set : env > 0 ? env : 1;
-  return static_cast<int>(std::clamp<int64_t>(p, 1, 4));
+  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_wgmma_producers.load(), env, 1), 1, 4));
 }
 
 int wna16_wgmma_max_stages(int tokens, int columns) {

@@ -112,6 +112,11 @@ constexpr int wna16_stream_ring_stages(int fit, int cap, int warp_phases) {
 constexpr bool wna16_wgmma_pdl_grid(int64_t blocks, int per_sm, int sm_count) {
   return sm_count > 0 && blocks > static_cast<int64_t>(per_sm - 1) * sm_count;
 }
+// A tuning setting of the W4A16 kernels: the tests' override where set (> 0), else the environment's value where set
+// (> 0), else the default (QLM_WGMMA_PAIR, QLM_WGMMA_PRODUCERS, QLM_W4FAST_STREAM_MAX_STAGES, ..._PRODUCERS).
+constexpr int64_t wna16_setting(int64_t override_value, int64_t env_value, int64_t fallback) {
+  return override_value > 0 ? override_value : env_value > 0 ? env_value : fallback;
+}
 // The default cap on the wgmma kernel's ring (stages of 8 k-tiles) for a tile of `tokens` x `columns`: on the
 // 128-token tiles 3 at 256 columns (where 4 fit) and 4 at fewer (5 fit at 128 x 192), else 8 (the kernel's
 // maximum). H200, same binary (docs/w4a16-kernel-notes.md, v7i): at 4 the 128 x 192 tile is 1-2 us ahead at

@@ -473,8 +473,7 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
   // parity waits rely on it).
   static const int64_t env_stages = env_int("QLM_W4FAST_STREAM_MAX_STAGES", 0);
-  const int64_t overridden = wna16_stream_max_stages_override();
-  const int64_t set = overridden > 0 ? overridden : env_stages;
+  const int64_t set = wna16_setting(wna16_stream_max_stages_override(), env_stages, 0);
   const int phases = S::kLate ? S::kWK : 1;
   const int cap = std::max(
       phases, set > 0 ? static_cast<int>(std::clamp<int64_t>(set, 2, kMaxStages)) : wna16_stream_default_stages(MT));
@@ -488,8 +487,8 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
 template <typename S>
 int stream_producers() {
   static const int64_t env = env_int("QLM_W4FAST_STREAM_PRODUCERS", 0);
-  const int64_t set = wna16_stream_producers_override() > 0 ? wna16_stream_producers_override() : env;
-  return static_cast<int>(std::clamp<int64_t>(set > 0 ? set : 2, 1, S::kMaxProducerWarps));
+  return static_cast<int>(
+      std::clamp<int64_t>(wna16_setting(wna16_stream_producers_override(), env, 2), 1, S::kMaxProducerWarps));
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
