@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/ring_schedule.h"
 
 namespace qlm::cuda::bulk {
 
@@ -194,40 +195,39 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // expect_tx (which counts the activations' bytes too) and / or its activations. The first ring's weights go out
 // before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
 // activations; their activations after. Stage q_begin + i takes slot i % stages and phase (i / stages) & 1, as the
-// consumers count. With `parts` producer warps, warp `part` issues the stages with i % parts == part (each walks
-// the cursor over all of them): one warp's issue latency per stage (the per-lane copies run one after another) no
-// longer paces the ring. A slot's uses alternate between warps only through its empty barrier, whose phase a warp
-// can never be two behind (the next use waits for the previous one's release, which needs its issue).
+// consumers count. With `parts` producer warps, warp `part` issues the stages of the slots it owns
+// (ring_slot_producer: slot % parts, at most one warp per slot, ring_producer_warps), each walking the cursor over
+// all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer paces the
+// ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
 // kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
 template <bool kClusterWait = false, typename CopyStage>
 __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
                                                int stages, uint32_t empty0, CopyStage&& copy_stage, int part = 0,
                                                int parts = 1) {
+  parts = ring_producer_warps(parts, stages);
+  if (part >= parts) return;
   StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
   const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
-  int turn = 0;  // (stage index since q_begin) % parts
-  const auto mine = [&] {
-    const bool m = turn == part;
-    if (++turn == parts) turn = 0;
-    return m;
-  };
+  // The prologue's stage i is slot i: this warp's are part, part + parts, ...
   for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg))
-    if (mine()) copy_stage(at, i, true, false);
+    if (i % parts == part) copy_stage(at, i, true, false);
   wait_for_predecessor();
-  turn = 0;
   for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg))
-    if (mine()) copy_stage(first, i, false, true);
-  int slot = 0;
-  uint32_t phase = 1;  // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
+    if (i % parts == part) copy_stage(first, i, false, true);
+  int slot = 0, owner = 0;  // owner == ring_slot_producer(slot, parts), counted
+  uint32_t phase = 1;       // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
   for (int64_t q = q_begin + pre; q < q_end; ++q) {
-    if (mine()) {
+    if (owner == part) {
       if constexpr (kClusterWait)
         mbar_wait_cluster(empty0 + 8 * slot, phase ^ 1u);
       else
         mbar_wait(empty0 + 8 * slot, phase ^ 1u);
       copy_stage(at, slot, true, true);
     }
-    if (++slot == stages) slot = 0, phase ^= 1u;
+    if (++slot == stages)
+      slot = 0, owner = 0, phase ^= 1u;
+    else if (++owner == parts)
+      owner = 0;
     at.next(per_tile, ks, tpg);
   }
 }

@@ -301,7 +301,7 @@ int wna16_wgmma_pair() {
 
 int wna16_wgmma_producers() {
   static const int64_t env = env_int("QLM_WGMMA_PRODUCERS", 0);
-  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_wgmma_producers.load(), env, 1), 1, 4));
+  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_wgmma_producers.load(), env, 4), 1, 4));
 }
 
 int wna16_wgmma_max_stages(int tokens, int columns) {

@@ -488,7 +488,7 @@ template <typename S>
 int stream_producers() {
   static const int64_t env = env_int("QLM_W4FAST_STREAM_PRODUCERS", 0);
   return static_cast<int>(
-      std::clamp<int64_t>(wna16_setting(wna16_stream_producers_override(), env, 2), 1, S::kMaxProducerWarps));
+      std::clamp<int64_t>(wna16_setting(wna16_stream_producers_override(), env, 3), 1, S::kMaxProducerWarps));
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
