@@ -339,7 +339,7 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
   }
 }
 
-// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (768 on a layer
+// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (1024 on a layer
 // of 4e7 weights), matching the reference; elsewhere the tiled path up to 128, then cuBLAS.
 TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   const Wna16Spec s{.bits = 4, .K = 8192, .N = 5000, .group_size = 128, .zero_points = true, .seed = 31};
@@ -354,7 +354,8 @@ TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   EXPECT_EQ(kernel->path(127), wgmma ? "wgmma" : "tiled");
   EXPECT_EQ(kernel->path(128), wgmma ? "wgmma" : "dequant+cublas");
   EXPECT_EQ(kernel->path(767), wgmma ? "wgmma" : "dequant+cublas");
-  EXPECT_EQ(kernel->path(768), "dequant+cublas");
+  EXPECT_EQ(kernel->path(1023), wgmma ? "wgmma" : "dequant+cublas");
+  EXPECT_EQ(kernel->path(1024), "dequant+cublas");
   testing::run_wna16_against_cpu_ref("cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_,
                                      {33, 77, 300},
                                      [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
@@ -654,8 +655,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 8192, 57344, 8), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 8, false), Wna16FastPath::Gemv);
   EXPECT_EQ(wna16_fast_path_for(8, 8192, 57344, 4, false), Wna16FastPath::Tiled);
-  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 1024 / 768 / 192 / 65 on
-  // layers of >= 4e8 / 7.5e7 / 4e7 / 2e7 / fewer weights), and below 33 where its small-token tiles beat the tiled
+  // Where the wgmma kernel can run: 4-bit, from M = 33 to the cuBLAS bound (2560 / 2048 / 1024 / 192 / 65 on
+  // layers of >= 4e8 / 2e8 / 4e7 / 2e7 / fewer weights), and below 33 where its small-token tiles beat the tiled
   // kernel (v7d): from M = 9 on >= 4e8, 17 on >= 7.5e7 and on [6e7, 7.5e7) with N >= 8192, 16 on < 3e7 weights with
   // N <= 4096 — where the stream kernel leaves them (above M = 16, or everywhere when it cannot run).
   for (int64_t M : {17, 24, 33, 48, 64, 256, 383, 639, 1024, 2559})
@@ -667,12 +668,12 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, false, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(2560, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(1023, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
-  EXPECT_EQ(wna16_fast_path_for(1024, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(2047, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
+  EXPECT_EQ(wna16_fast_path_for(2048, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(1023, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(767, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
-  EXPECT_EQ(wna16_fast_path_for(768, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1023, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
+  EXPECT_EQ(wna16_fast_path_for(1024, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(16, 8192, 8192, 4, true, true), Wna16FastPath::Stream);  // 6.7e7
@@ -682,8 +683,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(33, 13824, 5120, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(767, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(768, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1023, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Stream);  // 2.5e7
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);   // N > 4096: no 16 x 128
   EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);
@@ -725,6 +726,53 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
+// Tiles that go whole to the blocks of the aligned grid: its size divides the tile count.
+TEST(Wna16FastPaths, WholeTiles) {
+  EXPECT_TRUE(wna16_whole_tiles(128, 132));   // 128 blocks of one tile
+  EXPECT_TRUE(wna16_whole_tiles(256, 132));   // 128 blocks of two
+  EXPECT_TRUE(wna16_whole_tiles(120, 132));   // 120 >= 87.5 % of 132
+  EXPECT_TRUE(wna16_whole_tiles(896, 132));   // 128 blocks of seven
+  EXPECT_FALSE(wna16_whole_tiles(64, 132));   // 128 blocks, each tile split in two
+  EXPECT_FALSE(wna16_whole_tiles(172, 132));  // no G in [116, 132] divides 172
+  EXPECT_FALSE(wna16_whole_tiles(112, 132));  // 112 < 87.5 % of 132: the full grid, tiles split
+  EXPECT_TRUE(wna16_whole_tiles(112, 132, 800));
+  EXPECT_FALSE(wna16_whole_tiles(0, 132));
+  EXPECT_FALSE(wna16_whole_tiles(128, 0));
+}
+
+// Above 64 tokens on layers of [4e7, 2e8) weights: the 128 x 256 tile where its tiles go whole to an aligned grid
+// of the SM count and the 128 x 192 tile's do not (v7l), with the cuBLAS bound raised to 1536 there; otherwise, and
+// with the SM count unknown, the 128 x 192 tile up to the bound.
+TEST(Wna16FastPaths, WgmmaWholeTileRule) {
+  constexpr int kSms = 132;
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192, kSms), 6);  // 70b.o: 4 x 32 = 128 tiles vs 4 x 43 = 172
+  EXPECT_EQ(wna16_wgmma_rule_tile(385, 8192, 8192, kSms), 6);
+  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 8192, kSms), 9);    // 96 tiles split vs 129 whole
+  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 8192, kSms), 9);    // 64 tiles split in two
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 8192, kSms), 9);    // 192 split vs 258 whole (129 blocks of two)
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192), 9);          // SM count unknown
+  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 10240, kSms), 6);   // 70b.qkv: 120 vs 162
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 10240, kSms), 9);   // 160 vs 216: neither
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 10240, kSms), 6);   // 240 (120 of two) vs 324
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, kSms), 6);  // 8b.down: 128 vs 176
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 14336, 4096, kSms), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672, kSms), 9);  // 8b.gate_up: both whole (896, 1200)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);   // 1.7e7: below the sizes measured
+  EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);   // 2.3e8 below 192 tokens: 32 tiles split
+  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 6);   // and from 192 as before
+  // The cuBLAS bound: 1024 on these layers, 1536 where the 128 x 256 tiles go whole.
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 256 tiles
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1025, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Cublas);  // 288 tiles
+  EXPECT_EQ(wna16_fast_path_for(1024, 14336, 4096, 4, true, true, kSms), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 10240, 4, true, true, kSms), Wna16FastPath::Cublas);  // 320: not whole
+  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true, kSms), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
+            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
+            "128x256 · 513-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= 1025 dequant+cuBLAS");
+}
+
 // The rule's paths as ranges of M (`qlm inspect --plan`): every M covered once, in order, ending with the
 // dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
 TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
@@ -745,17 +793,19 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · >= 1024 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= "
+            "1025 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
-            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-767 wgmma 128x192 · >= 768 dequant+cuBLAS");
+            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= 1025 "
+            "dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},
                          {33, Wna16FastPath::Wgmma},
-                         {767, Wna16FastPath::Wgmma},
-                         {768, Wna16FastPath::Cublas}})
+                         {1023, Wna16FastPath::Wgmma},
+                         {1024, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 1);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 9);

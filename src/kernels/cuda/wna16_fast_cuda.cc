@@ -51,10 +51,38 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
 // what was measured; 70b.down (2.3e8) 768 544 vs 626, 1024 743-785 (three runs) vs 753; 8b.gate_up (1.2e8) 768
 // 312 vs 332, 1024 406 vs 387; 70b.qkv (8.4e7) 768 221 vs 227, 1024 288 vs 275; 70b.o (6.7e7) 512 131 vs 134, 768
 // 182 vs 179; 8b.down (5.9e7) 768 152 vs 157, 1024 211 vs 189; 8b.qkv (2.5e7) 128 32 vs 36, 192 41 vs 39; 8b.o
-// (1.7e7) 64 19 vs 21, 96 25 (64-token tiles) / 28 (128-token) vs 26.
+// (1.7e7) 64 19 vs 21, 96 25 (64-token tiles) / 28 (128-token) vs 26. Session 33, after the 128-token tiles got four
+// producer warps (v7l): 70b.down 1024 663 vs 763, 1536 1009 vs 1062, 2048 1434 vs 1444; 70b.o 768 164 vs 179, 1024
+// 225 vs 219; 8b.down 768 143 vs 156, 1024 203 vs 187; 70b.qkv 1024 280 vs 274; 8b.gate_up 1024 430 vs 389.
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return kn >= 4e8 ? 2560 : kn >= 7.5e7 ? 1024 : kn >= 4e7 ? 768 : kn >= 2e7 ? 192 : 65;
+  return kn >= 4e8 ? 2560 : kn >= 2e8 ? 2048 : kn >= 4e7 ? 1024 : kn >= 2e7 ? 192 : 65;
+}
+
+// Whether the wgmma kernel's 128 x 256 tiles (kWna16WgmmaTiles[6], per_sm blocks per SM) for M tokens of N columns go
+// whole to the blocks of the aligned grid on sm_count multiprocessors, and the 128 x 192 tiles' (9) do not: then no
+// block of the 128 x 256 grid writes partial sums while the 128 x 192 grid splits tiles. H200, session 33 (notes v7l,
+// same binary, us, 128 x 256 vs 128 x 192): 70b.o M = 512 (128 tiles vs 172) 103.6 vs 125.1, M = 1024 (256 vs 344)
+// 202.4 vs 225.0 and dequantize + cuBLAS 215.8; 8b.down M = 1024 (128 vs 176) 178.7 vs 206.0, cuBLAS 187.4; 70b.qkv
+// M = 384 (120 vs 162) 105.7 vs 121.9, M = 768 (240 vs 324) 204.1 vs 212.4; where neither or both go whole the
+// 128 x 192 tile was ahead or even (70b.qkv M = 512 149.3 vs 158.6; 8b.down M = 512, 64 tiles split in two, 109.5
+// vs 112.5; 8b.gate_up M = 1024 even, 388.1 vs 428.8 but cuBLAS 388.3).
+bool whole_128x256_tiles(int64_t M, int64_t N, int sm_count) {
+  if (sm_count <= 0) return false;
+  const auto whole = [&](const cuda::Wna16WgmmaTile& t) {
+    const int64_t tiles = (M + t.tokens - 1) / t.tokens * ((N + t.columns() - 1) / t.columns());
+    return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
+  };
+  return whole(cuda::kWna16WgmmaTiles[6]) && !whole(cuda::kWna16WgmmaTiles[9]);
+}
+
+// The cuBLAS bound of a call: wgmma_cublas_min_m, raised to 1536 on layers of [4e7, 2e8) weights where the 128 x 256
+// tiles go whole (whole_128x256_tiles; they beat dequantize + cuBLAS at M = 1024 there, v7l).
+int64_t wgmma_call_cublas_min_m(int64_t M, int64_t K, int64_t N, int sm_count) {
+  const double kn = static_cast<double>(K) * static_cast<double>(N);
+  const int64_t bound = wgmma_cublas_min_m(K, N);
+  return kn >= 4e7 && kn < 2e8 && M < 1536 && whole_128x256_tiles(M, N, sm_count) ? std::max<int64_t>(bound, 1536)
+                                                                                  : bound;
 }
 
 std::atomic<int> g_forced_path{0};
@@ -116,10 +144,10 @@ int wna16_stream_producers_override() { return g_stream_producers.load(); }
 // narrower (13824 x 5120 41.9 / 42.4 / 43.5 vs 37.9 / 38.3 / 39.0). At M = 9-16 the stream kernel runs by default
 // (default_stream_max_m); where it is turned off, t3 keeps only the >= 4e8 layers (70b.gate_up M = 16 96.0 vs 143.8
 // tiled; 70b.o 26.3 vs 25.8 and 13824 x 5120 32.9 vs 29.2 went to the tiled kernel).
-int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N) {
+int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   const bool mid = kn >= 6e7 && kn < kWna16FastLargeLayerKN;  // 70b.o-sized
-  if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) ? 6 : 9;
+  if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
   if (M >= 33) return kn >= 1e8 ? 8 : 1;
   if (kn < 3e7) return M >= 16 && N <= 4096 ? 5 : -1;
   if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= kWna16FastLargeLayerKN ? 1 : -1;  // 70b.qkv
@@ -163,10 +191,10 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
-                             : wgmma_layer    ? wgmma_cublas_min_m(K, N)
+                             : wgmma_layer    ? wgmma_call_cublas_min_m(M, K, N, sm_count)
                                               : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
-  if (wgmma_layer && (e.wgmma_min > 0 ? M >= e.wgmma_min : wna16_wgmma_rule_tile(M, K, N) >= 0))
+  if (wgmma_layer && (e.wgmma_min > 0 ? M >= e.wgmma_min : wna16_wgmma_rule_tile(M, K, N, sm_count) >= 0))
     return Wna16FastPath::Wgmma;
   return Wna16FastPath::Tiled;
 }
@@ -210,7 +238,7 @@ std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_
       case Wna16FastPath::Tiled: return "tiled";
       case Wna16FastPath::Cublas: return "dequant+cuBLAS";
       case Wna16FastPath::Wgmma: {
-        const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[wna16_wgmma_rule_tile(M, K, N)];
+        const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[wna16_wgmma_rule_tile(M, K, N, sm_count)];
         return "wgmma " + std::to_string(t.tokens) + "x" + std::to_string(t.columns());
       }
       case Wna16FastPath::Auto: break;
@@ -310,12 +338,12 @@ int wna16_wgmma_max_stages(int tokens, int columns) {
   return wna16_wgmma_default_stages(tokens, columns);
 }
 
-int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N) {
+int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N, int sm_count) {
   const auto valid = [](int64_t i) { return i >= 0 && i < static_cast<int64_t>(std::size(kWna16WgmmaTiles)); };
   static const int64_t env_tile = env_int("QLM_WGMMA_TILE", -1);
   if (const int set = g_wgmma_tile.load(); valid(set)) return set;
   if (valid(env_tile)) return static_cast<int>(env_tile);
-  const int tile = wna16_wgmma_rule_tile(M, K, N);
+  const int tile = wna16_wgmma_rule_tile(M, K, N, sm_count);
   if (tile >= 0) return tile;
   // The path forced where the rule would not run it: the 64-token tiles.
   return static_cast<double>(K) * static_cast<double>(N) >= 2e8 ? 0 : 1;
@@ -498,7 +526,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     static const bool pdl = env_switch_on("QLM_WGMMA_PDL");
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
                                                       a_.rows, xp.raw_data(), pdl, ctx.stream));
-    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
+    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count());
     const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
     // Column tiles in pairs sharing each token tile (clusters of two blocks) where set so and the pair's clusters fit
     // on the device at all.
@@ -526,7 +554,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   bool wgmma_usable(int64_t M) const {
     if (cfg_.capability != 90 || a_.bits != 4 || !cuda::wna16_wgmma_built()) return false;
-    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p);
+    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count());
     int& usable = wgmma_ok_[tile];
     if (usable < 0) usable = cuda::wna16_wgmma_usable(a_, tile) ? 1 : 0;
     return usable == 1;

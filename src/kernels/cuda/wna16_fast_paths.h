@@ -48,11 +48,11 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
 // and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU only with
 // enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where wgmma runs, M >= 2560 for K*N
-// >= 4e8, 1024 for >= 7.5e7, 768 for >= 4e7, 192 for >= 2e7, else 65 (v6g). 8-bit weights take the GEMV kernel for M <=
-// 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for every
-// layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH (gemv / tiled / stream /
-// wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M, at most 32, on every layer and
-// width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
+// >= 4e8, 2048 for >= 2e8, 1024 for >= 4e7, 192 for >= 2e7, else 65 (v6g, v7l). 8-bit weights take the GEMV kernel for
+// M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for
+// every layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH (gemv / tiled /
+// stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M, at most 32, on every layer
+// and width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
 // 75000000: the rule before session 27), QLM_W4FAST_WGMMA_MIN_M (wgmma from that M on every layer, instead of the
 // tiles' rule), QLM_W4FAST_GEMV_ONE_TOKEN_WAVE (the share of a wave, in percent, that lets the GEMV kernel take M = 1;
 // default 70, 90: as at M = 2-8), QLM_W4FAST_GEMV_FIRST=1 (the GEMV kernel's choice above ahead of the stream kernel,
@@ -141,6 +141,11 @@ constexpr int64_t wna16_aligned_grid(int64_t tiles, int64_t cap, int64_t keep_pe
     if (g % tiles == 0 || tiles % g == 0) return g;
   return cap;
 }
+// Whether `tiles` equal tiles go whole to the blocks of the aligned grid (wna16_aligned_grid): its G divides the tile
+// count, so no block writes partial sums (G a multiple instead splits every tile into segments).
+constexpr bool wna16_whole_tiles(int64_t tiles, int64_t cap, int64_t keep_permille = 875) {
+  return tiles > 0 && cap > 0 && tiles % wna16_aligned_grid(tiles, cap, keep_permille) == 0;
+}
 // The share of the stream kernel's largest grid (one block per SM) an aligned grid must keep, per mille: 800 on
 // layers of < 2e8 weights, 875 above. H200, same binary: 8b.gate_up (112 tiles) on 112 blocks,
 // a tile each, M = 1 / 16 23.9 / 27.1 us vs 24.9 / 29.1 on 132; 70b.gate_up (224 tiles) on 112 blocks of two tiles
@@ -153,8 +158,10 @@ constexpr int64_t wna16_stream_aligned_keep(int64_t K, int64_t N) {
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
 // N >= 8192, M >= 9 on >= 4e8 (the tile by M and size, v6g: 33-64 tokens 64 x 384 on layers of >= 1e8 weights,
 // 64 x 128 below; above 64 tokens 128 x 192, and 128 x 256 on >= 4e8 and from M = 192 on >= 2e8; v7d for the
-// bounds below 33 tokens). Where the stream kernel runs (M <= 16 by default) the tiles below 17 tokens are unused.
-int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N);
+// bounds below 33 tokens; v7l: on [4e7, 2e8) also 128 x 256 where its tiles go whole to the blocks of an aligned
+// grid of sm_count, wna16_whole_tiles, and 128 x 192's do not; sm_count <= 0, unknown: never). Where the stream
+// kernel runs (M <= 16 by default) the tiles below 17 tokens are unused.
+int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count = 0);
 // The rule's paths over the token count for a K x N layer, as consecutive ranges:
 // "M 1-16 stream · 17-32 wgmma 32x256 · ... · >= 2560 dequant+cuBLAS" (environment overrides
 // and test overrides not applied; stream_ok / wgmma_ok as for wna16_fast_path_for). For `qlm inspect --plan`.
@@ -172,13 +179,13 @@ void set_wna16_wgmma_one_group(int mode);
 // The same for the wgmma kernel's blocks per cluster (1 or 2: column tiles in pairs sharing the token tile; 0:
 // QLM_WGMMA_PAIR or the default, 1).
 void set_wna16_wgmma_pair(int pair);
-// The same for the wgmma kernel's producer warps (1, 2 or 4; 0: QLM_WGMMA_PRODUCERS or the default, 1).
+// The same for the wgmma kernel's producer warps (1-4; 0: QLM_WGMMA_PRODUCERS or the default, 4).
 void set_wna16_wgmma_producers(int producers);
 // Process-wide override of the stream kernel's ring cap for tests (2-12; 0: QLM_W4FAST_STREAM_MAX_STAGES or
 // wna16_stream_default_stages), read by each launch; and its current value.
 void set_wna16_stream_max_stages(int stages);
 int wna16_stream_max_stages_override();
-// The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 2).
+// The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 3).
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).

@@ -74,12 +74,13 @@ struct StreamShape {
   static constexpr int kConsumerWarps = kLate ? (MT == 1 ? 12 : 8) : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
-  // Producer warps taking the stages in turn (produce_stages), 1 to kMaxProducerWarps, chosen per launch
-  // (wna16_stream_producers; default 2). With one, its issue latency per stage (four code copies one after another,
+  // Producer warps owning the ring's slots (produce_stages), 1 to kMaxProducerWarps, chosen per launch
+  // (stream_producers; default 3). With one, its issue latency per stage (four code copies one after another,
   // scales, x) paced the ring at one token while its scheduler also ran consumers (H200, Nsight Compute: the
   // consumers waited on full stages 46 % of the time, the producer never on an empty one; without consumer math the
-  // same producer streamed at the copy floor). The launch bounds allow the most (register caps checked with ptxas:
-  // the same registers and spills as with a bound of two).
+  // same producer streamed at the copy floor); two took 70b.gate_up at one token from 79 to 65 us, three to 63 (v7k,
+  // v7l). The launch bounds allow the most (register caps checked with ptxas: the same registers and spills as with a
+  // bound of two).
   static constexpr int kMaxProducerWarps = 3;
   static constexpr int kMaxThreads = kConsumers + 32 * kMaxProducerWarps;
   static constexpr int V = BITS / 4;
@@ -482,7 +483,7 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   return p;
 }
 
-// Producer warps per block: the tests' override, QLM_W4FAST_STREAM_PRODUCERS=n (tuning), else 2; at most the
+// Producer warps per block: the tests' override, QLM_W4FAST_STREAM_PRODUCERS=n (tuning), else 3; at most the
 // kernel's launch bound.
 template <typename S>
 int stream_producers() {

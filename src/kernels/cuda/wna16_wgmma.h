@@ -29,9 +29,9 @@ bool wna16_wgmma_built();
 cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, const int32_t* row_source, int64_t rows,
                                          void* xp, bool pdl, cudaStream_t stream);
 
-// The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer; QLM_WGMMA_TILE=i
-// forces one (tuning).
-int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N);
+// The configuration (index into kWna16WgmmaTiles) for M tokens of a K x N layer on sm_count multiprocessors
+// (wna16_wgmma_rule_tile); QLM_WGMMA_TILE=i forces one (tuning).
+int wna16_wgmma_tile_for(int64_t M, int64_t K, int64_t N, int sm_count = 0);
 // Whether a call with tiles of `tokens` tokens scales late (sm90a/wna16_wgmma_kernel.cuh: MMAs on raw codes, x sums,
 // one scale group per stage): tiles of <= 32 tokens, groups of whole 8-k-tile stages (g128 and coarser),
 // and QLM_WGMMA_LATE=1 (off by default: measured in session 18, correct and not faster).
@@ -49,10 +49,11 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile);
 // (set_wna16_wgmma_pair in wna16_fast_paths.h overrides the environment); default 1.
 int wna16_wgmma_pair();
 // Producer warps that issue the ring's stages on the tiles with a producer warpgroup (producer_warps 4: the 128-token
-// tiles and 64 x 384 / 64 x 512; the others have one): 1 (default, the other three only hand their registers to the
-// consumers), 2 or 4, taking the stages in turn as the stream kernel's two do (bulk::produce_stages).
-// QLM_WGMMA_PRODUCERS=n sets it (set_wna16_wgmma_producers in wna16_fast_paths.h overrides the environment); values
-// above a tile's producer warps run that many.
+// tiles and 64 x 384 / 64 x 512; the others have one): 1-4, each owning ring slots, at most one per slot
+// (bulk::produce_stages, ring_schedule.h); default 4 (3 on the 128 x 256 tile's 3 slots): 7-15 % faster than one at
+// 33-1024 tokens on the 70B layers (docs/w4a16-kernel-notes.md, v7l). QLM_WGMMA_PRODUCERS=n sets it
+// (set_wna16_wgmma_producers in wna16_fast_paths.h overrides the environment); values above a tile's producer warps
+// run that many.
 int wna16_wgmma_producers();
 // k-stages of all (m-tile, group of `pair` column tiles) units: the work a persistent grid of at most that many
 // clusters splits.

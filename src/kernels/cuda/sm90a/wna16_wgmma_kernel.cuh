@@ -248,8 +248,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 
   if (warp >= kConsumerWarps) {  // producer
     if constexpr (PW == 4) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    // Warps [kConsumerWarps, kConsumerWarps + parts) issue the stages in turn; the rest of a warpgroup only gave
-    // its registers away.
+    // Warps [kConsumerWarps, kConsumerWarps + parts) issue the stages of the ring slots they own; the rest of a
+    // warpgroup only gave its registers away.
     const int part = warp - kConsumerWarps, parts = producers < PW ? producers : PW;
     if (part >= parts) return;
     if (lane == 0) prefetch_tensor_map(&xmap);
