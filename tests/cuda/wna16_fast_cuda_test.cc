@@ -41,6 +41,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
+    set_wna16_fixup_mode(0);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -337,6 +338,28 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
       }
     }
   }
+}
+
+// Split tiles counted by one thread's acq_rel atomic between two barriers (QLM_W4FAST_FIXUP=2) instead of fences in
+// every thread: the stream kernel at one, two and four m-tiles and the wgmma tiles the rule runs (64 x 128, 64 x 384,
+// 128 x 192, 128 x 256), whose small layers here are split over many blocks, against the reference.
+TEST_F(CudaWna16FastTest, AcqRelFixup) {
+  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  set_wna16_fixup_mode(2);
+  ASSERT_EQ(cuda::wna16_fixup_mode(), 2);
+  for (const auto& s : stream_specs(91)) check(s, DType::BF16, {1, 5, 9, 16, 17, 32}, Wna16FastPath::Stream);
+  if (capability_ != 90 || !wna16_wgmma_compiled()) return;
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 2048, .N = 1000, .group_size = 128, .seed = 92},
+      {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 93},
+      {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 94},
+  };
+  for (int tile : {1, 6, 8, 9}) {
+    SCOPED_TRACE(fmt::format("tile {}", tile));
+    set_wna16_wgmma_tile(tile);
+    for (const auto& s : specs) check(s, DType::BF16, {33, 64, 129, 300}, Wna16FastPath::Wgmma);
+  }
+  check(specs[0], DType::F16, {70}, Wna16FastPath::Wgmma);
 }
 
 // The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (1024 on a layer

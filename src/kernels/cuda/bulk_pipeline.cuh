@@ -148,6 +148,20 @@ __device__ __forceinline__ void consumer_sync() {
 #endif
 }
 
+// A split tile's fix-up, CUTLASS's serial split-K way: the threads that stored the block's partial sums (weak,
+// L2 stores) meet at a barrier, then this one thread adds 1 to the tile's counter and gets the count before; acq_rel
+// at GPU scope, so the add releases the block's stores (ordered before it by the barrier: cumulativity) and acquires
+// the stores of the segments counted before it, for the threads that read them (L2 loads, __ldcg) after the next
+// barrier. The alternative, a __threadfence() in every thread before the barrier and again before the reads, costs
+// each thread a wait for its own stores and an L1 invalidation (docs/w4a16-kernel-notes.md, v7l).
+__device__ __forceinline__ unsigned arrive_tile_counter_acq_rel(unsigned* counter) {
+  unsigned before = 0;
+#ifdef QLM_BULK_SM90
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(1u) : "memory");
+#endif
+  return before;
+}
+
 // Stream-K: block b of G takes stages [b*T/G, (b+1)*T/G) of a sequence of T; the block that holds
 // stage q is the largest b with floor(b * T / G) <= q.
 __device__ __forceinline__ int64_t owner_of(int64_t q, int64_t T, int64_t G) { return ((q + 1) * G + T - 1) / T - 1; }

@@ -93,6 +93,7 @@ std::atomic<int> g_wgmma_pair{0};         // set_wna16_wgmma_pair
 std::atomic<int> g_wgmma_producers{0};    // set_wna16_wgmma_producers
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
+std::atomic<int> g_fixup_mode{0};         // set_wna16_fixup_mode
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -117,6 +118,11 @@ void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages)
 int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 void set_wna16_stream_producers(int producers) { g_stream_producers.store(producers); }
 int wna16_stream_producers_override() { return g_stream_producers.load(); }
+void set_wna16_fixup_mode(int mode) { g_fixup_mode.store(mode); }
+int cuda::wna16_fixup_mode() {
+  static const int64_t env = env_int("QLM_W4FAST_FIXUP", 0);
+  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_fixup_mode.load(), env, 1), 1, 2));
+}
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
 // kernel on the eight Llama-3 shapes: from M = 33 the 64-token tiles win everywhere (by 10-35 % at 64);
@@ -296,7 +302,7 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
 int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, int, float*,
-                                    unsigned*, const float*, void*, bool, cudaStream_t) {
+                                    unsigned*, bool, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -513,7 +519,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     // per token row).
     static const bool x_boxes = env_switch_on("QLM_W4FAST_STREAM_XMAP");
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
-                                                  b, y.raw_data(), pdl, x_boxes, ctx.stream));
+                                                  cuda::wna16_fixup_mode() == 2, b, y.raw_data(), pdl, x_boxes,
+                                                  ctx.stream));
   }
 
   // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs.
@@ -549,7 +556,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, pair,
                                                  cuda::wna16_wgmma_producers(), ws.data<float>(), counters_for(tiles),
-                                                 b, y.raw_data(), gemm_pdl, ctx.stream));
+                                                 cuda::wna16_fixup_mode() == 2, b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

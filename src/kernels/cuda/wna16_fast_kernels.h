@@ -63,14 +63,15 @@ int64_t wna16_stream_stage_count(const Wna16FastArgs& w);
 // Partial-sum slots per column tile for a grid of `blocks` (ws holds n_tiles * that * 8 * mt * 256 floats).
 int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t M, int blocks);
 // y[M, N] = x · W (+ bias); x as for the tiled GEMM. ws and counters (n_tiles unsigned, zero; left zero)
-// are needed unless blocks divides into whole tiles (always pass them).
+// are needed unless blocks divides into whole tiles (always pass them). acq_rel_fixup: split tiles counted by one
+// thread's acq_rel atomic instead of fences in every thread (bulk::arrive_tile_counter_acq_rel; wna16_fixup_mode).
 // pdl: launched for programmatic dependent launch (the first ring's weights are requested before the
 // previous kernel in the stream ends; x and every write after it). x_boxes: x through one 2-D bulk-tensor
 // copy per stage where a tensor map of x can be made (x 16-byte aligned, ldx a multiple of 8), else (and
 // with x_boxes false) one bulk copy per token row and stage.
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes,
-                                     cudaStream_t stream);
+                                     float* ws, unsigned* counters, bool acq_rel_fixup, const float* bias, void* y,
+                                     bool pdl, bool x_boxes, cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

@@ -188,6 +188,14 @@ int wna16_stream_max_stages_override();
 // The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 3).
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
+// How the stream and wgmma kernels count a split tile's segments (their stream-K fix-up): 1, a __threadfence() in
+// every thread around one thread's atomicAdd (default); 2, one thread's acq_rel atomic between two barriers
+// (bulk::arrive_tile_counter_acq_rel). QLM_W4FAST_FIXUP=1|2 sets it; set_wna16_fixup_mode overrides the environment
+// for tests (0: back to it).
+void set_wna16_fixup_mode(int mode);
+namespace cuda {
+int wna16_fixup_mode();
+}  // namespace cuda
 // Whether this build has the wgmma kernel (CUDA with the sm_90a kernels, i.e. CUTLASS headers found).
 bool wna16_wgmma_compiled();
 // How many clusters of `pair` blocks (1 or 2) of wgmma tile configuration `tile` the current CUDA device can hold at

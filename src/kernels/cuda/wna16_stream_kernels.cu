@@ -99,7 +99,7 @@ template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
-                  int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
+                  int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
                   const float* __restrict__ bias, uint16_t* __restrict__ y) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
   static_assert(StreamShape<BITS, MT>::kStageWarps >= 1 &&
@@ -396,12 +396,15 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
       float* tile_ws = ws + nt * max_segments * kTileFloats;
       float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
       for (int e = tid; e < rows * kCols; e += kConsumers) __stcg(mine + e, red[(e / kCols) * kRedRow + e % kCols]);
-      __threadfence();
+      // The tile's counter (arrive_tile_counter_acq_rel; QLM_W4FAST_FIXUP=2), or fences in every thread.
+      if (!acq_rel_fixup) __threadfence();
       consumer_sync<kConsumers>();
-      if (tid == 0) last_segment = atomicAdd(counters + nt, 1u) == static_cast<unsigned>(segments - 1);
+      if (tid == 0)
+        last_segment = (acq_rel_fixup ? arrive_tile_counter_acq_rel(counters + nt) : atomicAdd(counters + nt, 1u)) ==
+                       static_cast<unsigned>(segments - 1);
       consumer_sync<kConsumers>();
       if (last_segment) {
-        __threadfence();
+        if (!acq_rel_fixup) __threadfence();
         // Element tid + r * kConsumers of the tile in v[r].
         constexpr int kPer = (TM * kCols + kConsumers - 1) / kConsumers;
         const int used = rows * kCols;
@@ -494,7 +497,8 @@ int stream_producers() {
 
 template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
-                   unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes, cudaStream_t stream) {
+                   unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
+                   cudaStream_t stream) {
   using S = StreamShape<BITS, MT>;
   const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
   const Plan p = plan_of<BITS, BF16, MT, ZP>(w, rows);
@@ -506,10 +510,11 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const bool x_box = MT > 1 && x_boxes &&
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
-  const cudaError_t e = launch_pdl_if(
-      pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks), dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem,
-      stream, xmap, x_box, w, static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages, p.stage_bytes,
-      p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters, bias, static_cast<uint16_t*>(y));
+  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks),
+                                      dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
+                                      static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
+                                      p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
+                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -539,14 +544,14 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
 }
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
-                                     float* ws, unsigned* counters, const float* bias, void* y, bool pdl, bool x_boxes,
-                                     cudaStream_t stream) {
+                                     float* ws, unsigned* counters, bool acq_rel_fixup, const float* bias, void* y,
+                                     bool pdl, bool x_boxes, cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, bias, y, pdl, x_boxes,
-                                                          stream);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y,
+                                                          pdl, x_boxes, stream);
       },
       cudaErrorInvalidValue);
 }

@@ -69,10 +69,12 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
 // launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
 // previous kernel (the permutation of x), and x after.
-// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers.
+// pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers;
+// acq_rel_fixup: split tiles counted by one thread's acq_rel atomic instead of fences in every thread
+// (wna16_fixup_mode).
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
-                                    int pair, int producers, float* ws, unsigned* counters, const float* bias, void* y,
-                                    bool pdl, cudaStream_t stream);
+                                    int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
+                                    const float* bias, void* y, bool pdl, cudaStream_t stream);
 // The cap on the wgmma kernel's ring depth for a tile of `tokens` x `columns` (stages of 8 k-tiles; the kernel's own
 // maximum is 8, fewer where shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning) on every tile, else
 // wna16_wgmma_default_stages(tokens, columns).

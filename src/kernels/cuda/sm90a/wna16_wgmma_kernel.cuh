@@ -199,7 +199,8 @@ template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool 
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, int pair, int producers, float* __restrict__ ws,
-                 unsigned* __restrict__ counters, const float* __restrict__ bias, uint16_t* __restrict__ y) {
+                 unsigned* __restrict__ counters, bool acq_rel_fixup, const float* __restrict__ bias,
+                 uint16_t* __restrict__ y) {
   using namespace bulk;
   using S = WgShape<TN, BPW, CW>;
   static_assert(!(LATE && OG), "late scaling has its own one-group loop");
@@ -565,12 +566,15 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         for (int i = 0; i < kAcc / 4; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) __stcg(mine + slot_at(cb, i, e), result(cb, 4 * i + e));
-      __threadfence();
+      // The tile's counter (arrive_tile_counter_acq_rel; QLM_W4FAST_FIXUP=2), or fences in every thread.
+      if (!acq_rel_fixup) __threadfence();
       consumer_sync<kConsumers>();
-      if (tid == 0) last_segment = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(segments - 1);
+      if (tid == 0)
+        last_segment = (acq_rel_fixup ? arrive_tile_counter_acq_rel(counters + tile)
+                                      : atomicAdd(counters + tile, 1u)) == static_cast<unsigned>(segments - 1);
       consumer_sync<kConsumers>();
       if (last_segment) {
-        __threadfence();
+        if (!acq_rel_fixup) __threadfence();
         // The slots summed in slot order (deterministic: the same sums whichever segment ends last), into the
         // accumulators (this segment's values are in its slot too). Segments outside, accumulators inside: each
         // slot's loads are independent and in flight together (one L2 round trip per slot; with the slots inside,
@@ -693,7 +697,7 @@ struct LaunchF {
         c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks),
         dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
         p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.producers, c.ws, c.counters,
-        c.bias, static_cast<uint16_t*>(c.y));
+        c.acq_rel_fixup, c.bias, static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
   }
 };

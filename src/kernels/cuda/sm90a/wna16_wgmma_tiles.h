@@ -19,6 +19,7 @@ struct WgmmaCall {
   int producers;  // producer warps issuing stages (1 to the tile's producer_warps; wna16_wgmma_producers)
   float* ws;
   unsigned* counters;
+  bool acq_rel_fixup;  // bulk::arrive_tile_counter_acq_rel instead of fences (wna16_fixup_mode)
   const float* bias;
   void* y;
   bool pdl;
