@@ -740,8 +740,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[10] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
-  static_assert(std::size(cuda::kWna16WgmmaTiles) == 10);
+  mutable int wgmma_ok_[11] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
+  static_assert(std::size(cuda::kWna16WgmmaTiles) == 11);
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

@@ -16,12 +16,14 @@ namespace qlm {
 
 namespace cuda {
 // The wgmma path's tile configurations (sm90a/wna16_wgmma_kernel.cuh): tokens per tile (the wgmma's N), column
-// blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1, or 4: a producer
+// blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1; 2; or 4: a producer
 // warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
 // (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer
 // warpgroups (512 threads); the rule (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of
 // >= 1e8 weights and 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers); 0, 2 and 7 only when
-// forced (QLM_WGMMA_TILE=i).
+// forced (QLM_WGMMA_TILE=i). Entry 10 is entry 1 (64 x 128, the rule's tile at 33-64 tokens below 1e8 weights) with
+// two producer warps owning the ring's slots (session 33, forced only until measured: the extra producers took
+// 7-15 % off the producer-warpgroup tiles; the same registers, 96, as entry 1 at two blocks per SM).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
@@ -34,8 +36,8 @@ constexpr bool wna16_wgmma_stages_in_one_group(int64_t tiles_per_group, int64_t 
   return tiles_per_group % kWna16WgmmaStageTiles == 0 || tiles_per_group >= k_tiles;
 }
 inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
-    {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
-    {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3}};
+    {64, 2, 1, 1, 2},  {64, 1, 2, 1, 2}, {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2},  {32, 2, 2, 1, 2}, {16, 1, 3, 1, 2},
+    {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2}, {64, 2, 1, 4, 3},  {128, 1, 1, 4, 3}, {64, 1, 2, 2, 2}};
 }  // namespace cuda
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };

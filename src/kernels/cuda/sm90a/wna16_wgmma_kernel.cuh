@@ -3,7 +3,7 @@
 // tile configurations (QLM_WGMMA_DEFINE_TILE), so the ~60 kernels compile in parallel; everything here has
 // internal linkage, every kernel lives in exactly one unit. wna16_wgmma.cu dispatches to the tiles.
 //
-// Block: one producer warp (or a producer warpgroup, PW = 4, that hands its registers to the consumers
+// Block: one or two producer warps (or a producer warpgroup, PW = 4, that hands its registers to the consumers
 // with setmaxnreg) and two consumer warpgroups over a tile of 128 * BPW output columns (2 * BPW
 // column blocks of 64; warpgroup i owns blocks BPW i .. BPW i + BPW - 1) x TN tokens; PER_SM blocks per
 // multiprocessor (kWna16WgmmaTiles). Per stage of 8 k-tiles the producer issues the x tile (two tensor-map
@@ -46,7 +46,7 @@ namespace qlm::cuda {
 namespace {
 
 constexpr int kKS = kWna16WgmmaStageTiles;  // k-tiles per stage: two 64-wide swizzle atoms of x per token row
-// Threads of a block with CW consumer warpgroups and PW producer warps: 1, or a whole warpgroup of 4 that
+// Threads of a block with CW consumer warpgroups and PW producer warps: 1 or 2, or a whole warpgroup of 4 that
 // hands its registers to the consumers (setmaxnreg: 40 for the producers, the rest to the consumers).
 template <int PW, int CW>
 constexpr int block_threads() {
