@@ -224,10 +224,10 @@ __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, i
   const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
   // The prologue's stage i is slot i: this warp's are part, part + parts, ...
   for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg))
-    if (i % parts == part) copy_stage(at, i, true, false);
+    if (ring_slot_producer(i, parts) == part) copy_stage(at, i, true, false);
   wait_for_predecessor();
   for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg))
-    if (i % parts == part) copy_stage(first, i, false, true);
+    if (ring_slot_producer(i, parts) == part) copy_stage(first, i, false, true);
   int slot = 0, owner = 0;  // owner == ring_slot_producer(slot, parts), counted
   uint32_t phase = 1;       // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
   for (int64_t q = q_begin + pre; q < q_end; ++q) {
