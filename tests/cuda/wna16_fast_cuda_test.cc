@@ -264,7 +264,7 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
     const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(s).weights, true);
     ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(L.tiles_per_group, L.k_tiles)) << testing::wna16_spec_str(s);
   }
-  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) {
@@ -273,7 +273,7 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
     }
   }
   set_wna16_wgmma_one_group(0);
-  for (int tile : {0, 1, 5, 6, 9}) {
+  for (int tile : {0, 1, 5, 6, 9, 10, 11}) {
     SCOPED_TRACE(fmt::format("general loop, tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) check(s, DType::BF16, {2, 40, 129}, Wna16FastPath::Wgmma);
@@ -293,7 +293,7 @@ TEST_F(CudaWna16FastTest, WgmmaPairs) {
       {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 64},  // the general loop
   };
   const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(specs[0]).weights, true);
-  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     // What the device holds at once (the pairs' grid; printed for the notes): clusters of 2 vs blocks / 2.
     const int pairs = wna16_wgmma_resident_clusters(L.k_tiles, L.n_blocks, L.tiles_per_group, true, tile, 2);
@@ -329,7 +329,7 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
   };
   for (int producers : {1, 2, 3, 4}) {
     set_wna16_wgmma_producers(producers);
-    for (int tile : {0, 6, 7, 8, 9, 10}) {
+    for (int tile : {0, 6, 7, 8, 9, 10, 11}) {
       SCOPED_TRACE(fmt::format("producers {}, tile {}", producers, tile));
       set_wna16_wgmma_tile(tile);
       for (const auto& s : specs) {
@@ -340,13 +340,14 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
   }
 }
 
-// Split tiles counted by one thread's acq_rel atomic between two barriers (QLM_W4FAST_FIXUP=2) instead of fences in
-// every thread: the stream kernel at one, two and four m-tiles and the wgmma tiles the rule runs (64 x 128, 64 x 384,
-// 128 x 192, 128 x 256), whose small layers here are split over many blocks, against the reference.
-TEST_F(CudaWna16FastTest, AcqRelFixup) {
+// Split tiles counted with fences in every thread (QLM_W4FAST_FIXUP=1; the default, 2, one thread's acq_rel atomic
+// between two barriers, runs in every other test): the stream kernel at one, two and four m-tiles and the wgmma
+// tiles the rule runs (64 x 128, 64 x 384, 128 x 192, 128 x 256), whose small layers here are split over many
+// blocks, against the reference.
+TEST_F(CudaWna16FastTest, FenceFixup) {
   if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  set_wna16_fixup_mode(2);
-  ASSERT_EQ(cuda::wna16_fixup_mode(), 2);
+  set_wna16_fixup_mode(1);
+  ASSERT_EQ(cuda::wna16_fixup_mode(), 1);
   for (const auto& s : stream_specs(91)) check(s, DType::BF16, {1, 5, 9, 16, 17, 32}, Wna16FastPath::Stream);
   if (capability_ != 90 || !wna16_wgmma_compiled()) return;
   const std::vector<Wna16Spec> specs = {
@@ -717,12 +718,13 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(65, 4096, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
-  EXPECT_EQ(wna16_wgmma_rule_tile(24, 8192, 57344), 4);
-  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 8);  // >= 1e8: 64 x 384
+  EXPECT_EQ(wna16_wgmma_rule_tile(24, 8192, 57344), 11);  // 32 x 256, two producers
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 57344), 8);   // >= 1e8: 64 x 384
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 4096, 28672), 8);
-  EXPECT_EQ(wna16_wgmma_rule_tile(64, 8192, 10240), 1);
-  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 1);
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 5);
+  EXPECT_EQ(wna16_wgmma_rule_tile(64, 8192, 10240), 10);  // 64 x 128, two producers
+  EXPECT_EQ(wna16_wgmma_rule_tile(40, 8192, 8192), 10);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 4096), 10);
+  EXPECT_EQ(wna16_wgmma_rule_tile(16, 4096, 4096), 5);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 4096, 6144), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 8192, 57344), 6);  // 4.7e8: 128 x 256 above 64 tokens
@@ -734,14 +736,14 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), -1);    // 6.7e7: t3 only on >= 4e8 (v7d)
   EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 57344), 3);
   EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 57344), -1);
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 4);    // [6e7, 7.5e7) with N >= 8192
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 8192), 10);   // [6e7, 7.5e7) with N >= 8192: 64 x 128, two producers
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 13824, 5120), -1);  // [6e7, 7.5e7) narrower: tiled
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 4096, 4096), 5);    // < 3e7, N <= 4096
   EXPECT_EQ(wna16_wgmma_rule_tile(15, 4096, 4096), -1);
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 5120, 5120), -1);  // < 3e7, N > 4096: tiled
-  EXPECT_EQ(wna16_wgmma_rule_tile(33, 5120, 5120), 1);
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 1);   // 8.4e7: 64 x 128
-  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 4);   // 1.2e8
+  EXPECT_EQ(wna16_wgmma_rule_tile(33, 5120, 5120), 10);
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 8192, 10240), 11);  // 8.4e7: 32 x 256, two producers
+  EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 11);  // 1.2e8
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 14336, 4096), -1);  // 5.9e7: the tiled kernel
   EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 8192), -1);
   EXPECT_EQ(wna16_fast_path_for(1023, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
@@ -792,7 +794,7 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
-            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
+            "M 1-16 stream · 17-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
             "128x256 · 513-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= 1025 dequant+cuBLAS");
 }
 
@@ -803,9 +805,9 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-2559 wgmma 128x256 · "
             ">= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
+            "M 1-16 stream · 17-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, false, true),
-            "M 1-15 tiled · 16-32 wgmma 16x128 · 33-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
+            "M 1-15 tiled · 16 wgmma 16x128 · 17-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, false, false), "M 1-255 tiled · >= 256 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 8, true, true), "M 1-8 gemv · 9-255 tiled · >= 256 dequant+cuBLAS");
   // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %); the
@@ -830,7 +832,7 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
                          {1023, Wna16FastPath::Wgmma},
                          {1024, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
-  EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 1);
+  EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 9);
 }
 

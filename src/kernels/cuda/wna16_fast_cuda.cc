@@ -121,7 +121,7 @@ int wna16_stream_producers_override() { return g_stream_producers.load(); }
 void set_wna16_fixup_mode(int mode) { g_fixup_mode.store(mode); }
 int cuda::wna16_fixup_mode() {
   static const int64_t env = env_int("QLM_W4FAST_FIXUP", 0);
-  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_fixup_mode.load(), env, 1), 1, 2));
+  return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_fixup_mode.load(), env, 2), 1, 2));
 }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
@@ -154,9 +154,13 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   const bool mid = kn >= 6e7 && kn < kWna16FastLargeLayerKN;  // 70b.o-sized
   if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
-  if (M >= 33) return kn >= 1e8 ? 8 : 1;
-  if (kn < 3e7) return M >= 16 && N <= 4096 ? 5 : -1;
-  if (M >= 17) return kn >= 1e8 || (mid && N >= 8192) ? 4 : kn >= kWna16FastLargeLayerKN ? 1 : -1;  // 70b.qkv
+  if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
+  // Under 3e7 weights on N <= 4096: 64 x 128 with two producers from 17 tokens (8b.o M = 17 / 32: 18.8 / 18.9 us vs
+  // 20.8 / 21.0 on t5, v7m); t5 at 16, where the stream kernel is turned off.
+  if (kn < 3e7) return N > 4096 ? -1 : M >= 17 ? 10 : M >= 16 ? 5 : -1;
+  // 17-32 tokens (v7m): the two-producer tiles, 32 x 256 (t11) on the large layers and 70b.qkv (8192 x 10240: 36.6 /
+  // 39.0 us at M = 17 / 32 vs 40.3 / 41.2 on t1), 64 x 128 (t10) on 70b.o (33.0 / 33.8 vs 33.3 / 35.3 on t4).
+  if (M >= 17) return kn >= 1e8 ? 11 : mid && N >= 8192 ? 10 : kn >= kWna16FastLargeLayerKN ? 11 : -1;
   if (M >= 9 && kn >= 4e8) return 3;
   return -1;
 }
@@ -378,7 +382,7 @@ std::optional<std::string> can_implement(const MPLinearLayerConfig& c) {
 
 class CudaWna16FastKernel final : public MPLinearKernel {
  public:
-  explicit CudaWna16FastKernel(const MPLinearLayerConfig& config) : cfg_(config) {}
+  explicit CudaWna16FastKernel(const MPLinearLayerConfig& config) : cfg_(config) { std::ranges::fill(wgmma_ok_, -1); }
 
   std::string name() const override { return "cuda_wna16_fast"; }
 
@@ -740,8 +744,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   mutable std::vector<Tensor> outgrown_counters_;
   mutable int tiled_occ_[4] = {-1, -1, -1, -1};
   mutable int stream_ok_[3] = {-1, -1, -1};
-  mutable int wgmma_ok_[11] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};  // per kWna16WgmmaTiles entry
-  static_assert(std::size(cuda::kWna16WgmmaTiles) == 11);
+  mutable int wgmma_ok_[std::size(cuda::kWna16WgmmaTiles)];  // per kWna16WgmmaTiles entry: -1 unknown, 0, 1
   cuda::Wna16FastArgs a_;
   bool identity_ = false;
   bool prepared_ = false;

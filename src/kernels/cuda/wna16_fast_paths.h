@@ -19,11 +19,12 @@ namespace cuda {
 // blocks of 64 per consumer warpgroup, blocks per multiprocessor, producer warps (1; 2; or 4: a producer
 // warpgroup giving its registers to the consumers, for 128 accumulators per thread), consumer warpgroups
 // (a tile is 64 * blocks_per_wg * consumer_warpgroups columns). Entries 8 and 9 have three consumer
-// warpgroups (512 threads); the rule (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of
-// >= 1e8 weights and 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers); 0, 2 and 7 only when
-// forced (QLM_WGMMA_TILE=i). Entry 10 is entry 1 (64 x 128, the rule's tile at 33-64 tokens below 1e8 weights) with
-// two producer warps owning the ring's slots (session 33, forced only until measured: the extra producers took
-// 7-15 % off the producer-warpgroup tiles; the same registers, 96, as entry 1 at two blocks per SM).
+// warpgroups (512 threads). Entries 10 and 11 are entries 1 (64 x 128) and 4 (32 x 256) with two producer warps
+// owning the ring's slots (the same registers and spills under ptxas; 2-10 % faster, v7m). The rule
+// (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of >= 1e8 weights and 10 below; 11 at 17-32
+// tokens on layers of >= 7.5e7 weights, 10 there on 70b.o-sized layers (N >= 8192) and under 3e7 weights on
+// N <= 4096; 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers and where its tiles go whole);
+// 3 and 5 where the stream kernel is turned off (9-16 tokens); 0, 1, 2, 4 and 7 only when forced (QLM_WGMMA_TILE=i).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
@@ -37,7 +38,7 @@ constexpr bool wna16_wgmma_stages_in_one_group(int64_t tiles_per_group, int64_t 
 }
 inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
     {64, 2, 1, 1, 2},  {64, 1, 2, 1, 2}, {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2},  {32, 2, 2, 1, 2}, {16, 1, 3, 1, 2},
-    {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2}, {64, 2, 1, 4, 3},  {128, 1, 1, 4, 3}, {64, 1, 2, 2, 2}};
+    {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2}, {64, 2, 1, 4, 3},  {128, 1, 1, 4, 3}, {64, 1, 2, 2, 2}, {32, 2, 2, 2, 2}};
 }  // namespace cuda
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };
@@ -191,8 +192,9 @@ int wna16_stream_max_stages_override();
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
 // How the stream and wgmma kernels count a split tile's segments (their stream-K fix-up): 1, a __threadfence() in
-// every thread around one thread's atomicAdd (default); 2, one thread's acq_rel atomic between two barriers
-// (bulk::arrive_tile_counter_acq_rel). QLM_W4FAST_FIXUP=1|2 sets it; set_wna16_fixup_mode overrides the environment
+// every thread around one thread's atomicAdd; 2, one thread's acq_rel atomic between two barriers
+// (bulk::arrive_tile_counter_acq_rel; default since session 34: 1-3 % faster at M = 1-256, docs/w4a16-kernel-notes.md
+// v7m). QLM_W4FAST_FIXUP=1|2 sets it; set_wna16_fixup_mode overrides the environment
 // for tests (0: back to it).
 void set_wna16_fixup_mode(int mode);
 namespace cuda {

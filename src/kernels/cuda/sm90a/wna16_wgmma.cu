@@ -64,7 +64,7 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
   if (w.bits != 4 || !tensor_maps_available()) return false;
-  static_assert(std::size(kWna16WgmmaTiles) == 11);
+  static_assert(std::size(kWna16WgmmaTiles) == 12);
   switch (tile) {
     case 0: return wgmma_tile0_usable(w);
     case 1: return wgmma_tile1_usable(w);
@@ -77,6 +77,7 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
     case 8: return wgmma_tile8_usable(w);
     case 9: return wgmma_tile9_usable(w);
     case 10: return wgmma_tile10_usable(w);
+    case 11: return wgmma_tile11_usable(w);
     default: return false;
   }
 }
@@ -116,6 +117,7 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
     case 8: return wgmma_tile8_max_clusters(w, pair);
     case 9: return wgmma_tile9_max_clusters(w, pair);
     case 10: return wgmma_tile10_max_clusters(w, pair);
+    case 11: return wgmma_tile11_max_clusters(w, pair);
     default: return 0;
   }
 }
@@ -137,6 +139,7 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
     case 8: return wgmma_tile8_launch(c);
     case 9: return wgmma_tile9_launch(c);
     case 10: return wgmma_tile10_launch(c);
+    case 11: return wgmma_tile11_launch(c);
     default: return cudaErrorInvalidValue;
   }
 }
