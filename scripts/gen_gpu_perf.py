@@ -168,7 +168,8 @@ def main():
         note = (f"**The fp8 rows come from a later fp8-only run** (`{rerun[0]}`, `{rerun[1]}`: the same "
                 f"`qlm bench-linear --format fp8` and `scripts/bench_gpu_torch.py` peers, same timing method), made "
                 f"after the FP8 kernels changed (large-M rule, then the activation quantizer); qlm and torch fp8 are "
-                f"from that one run. The decode rows come from their own runs (`--decode` file).")
+                f"from that one run. The decode rows come from their own runs (`--decode` file, made by "
+                f"`scripts/bench_decode_rows.sh`).")
     if qlm_rerun:
         later = load(qlm_rerun)
         formats = {r["format"] for r in later}
