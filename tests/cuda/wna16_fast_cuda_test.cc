@@ -42,6 +42,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
     set_wna16_fixup_mode(0);
+    set_wna16_wgmma_natural_x(-1);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -337,6 +338,36 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
         check(s, DType::F16, {70}, Wna16FastPath::Wgmma);
       }
     }
+  }
+}
+
+// x in its own k order (the consumers exchange the code words' bytes within quads) and x permuted into the words'
+// order by a kernel first: every tile configuration in both on the one-group loop, zero points, act-order (x
+// gathered), K not a multiple of 16 (the tensor map's zero fill past x's own columns); the general loop (g32) and
+// the late loop of the small-token tiles, which permute x either way; against the CPU reference.
+TEST_F(CudaWna16FastTest, WgmmaNaturalX) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 520, .N = 130, .group_size = -1, .seed = 101},
+      {.bits = 4, .K = 1024, .N = 333, .group_size = 128, .zero_points = true, .act_order = true, .seed = 102},
+      {.bits = 4, .K = 2048, .N = 520, .group_size = 32, .zero_points = true, .seed = 103},  // the general loop
+      {.bits = 4, .K = 1000, .N = 264, .group_size = -1, .zero_points = true, .seed = 104},
+  };
+  for (int natural : {1, 0}) {
+    set_wna16_wgmma_natural_x(natural);
+    for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
+      SCOPED_TRACE(fmt::format("natural x {}, tile {}", natural, tile));
+      set_wna16_wgmma_tile(tile);
+      for (const auto& s : specs) check(s, DType::BF16, {1, 33, 64, 129}, Wna16FastPath::Wgmma);
+      check(specs[1], DType::F16, {70}, Wna16FastPath::Wgmma);
+    }
+    set_wna16_wgmma_late(1);
+    for (int tile : {3, 4, 5, 11}) {
+      SCOPED_TRACE(fmt::format("late loop, natural x {}, tile {}", natural, tile));
+      set_wna16_wgmma_tile(tile);
+      check(specs[1], DType::BF16, {9, 32, 40}, Wna16FastPath::Wgmma);
+    }
+    set_wna16_wgmma_late(-1);
   }
 }
 
@@ -833,6 +864,17 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
                          {1024, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
+  // x in its own k order: never by default; mode 2 up to 128 tokens below 2e8 weights, else permuted first (v7n).
+  EXPECT_FALSE(wna16_wgmma_natural_x(33, 4096, 4096));
+  set_wna16_wgmma_natural_x(2);
+  EXPECT_TRUE(wna16_wgmma_natural_x(33, 4096, 4096));
+  EXPECT_TRUE(wna16_wgmma_natural_x(128, 8192, 10240));
+  EXPECT_FALSE(wna16_wgmma_natural_x(129, 8192, 10240));
+  EXPECT_FALSE(wna16_wgmma_natural_x(64, 28672, 8192));
+  EXPECT_FALSE(wna16_wgmma_natural_x(33, 8192, 57344));
+  set_wna16_wgmma_natural_x(1);
+  EXPECT_TRUE(wna16_wgmma_natural_x(1024, 8192, 57344));
+  set_wna16_wgmma_natural_x(-1);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 14336, 4096), 9);
 }
 

@@ -94,6 +94,7 @@ std::atomic<int> g_wgmma_producers{0};    // set_wna16_wgmma_producers
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
 std::atomic<int> g_fixup_mode{0};         // set_wna16_fixup_mode
+std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -122,6 +123,21 @@ void set_wna16_fixup_mode(int mode) { g_fixup_mode.store(mode); }
 int cuda::wna16_fixup_mode() {
   static const int64_t env = env_int("QLM_W4FAST_FIXUP", 0);
   return static_cast<int>(std::clamp<int64_t>(wna16_setting(g_fixup_mode.load(), env, 2), 1, 2));
+}
+
+void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
+// Measured on the H200 (v7n, session 34), µs, x permuted / natural, as two builds: 8b.qkv M = 33 / 64 / 128 23.7 /
+// 25.0 / 31.2 vs 21.0 / 22.6 / 28.3, 70b.o 33.7 / 35.1 / 44.0 vs 32.3 / 33.7 / 42.1, 8b.gate_up 47.8 / 51.2 / 72.4 vs
+// 45.3 / 48.9 / 70.9; but 70b.gate_up 124.2 / 137.3 / 204.1 / 366 vs 127.6 / 140.5 / 211.5 / 387.5 (M up to 256),
+// 70b.down 73.3 / 78.4 vs 75.0 / 79.9, 8b.gate_up M = 256 120.0 vs 122.3: the permutation kernel is a fixed cost per
+// call, the shuffles a share of the consumer loop. Hence mode 2's bound; the default stays 0 until the build with both
+// kernels has run on the GPU.
+bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
+  static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
+  const int set = g_wgmma_natural_x.load();
+  const int64_t mode = set >= 0 ? set : env >= 0 ? env : 0;
+  if (mode != 2) return mode == 1;
+  return M <= 128 && static_cast<double>(K) * static_cast<double>(N) < 2e8;
 }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
@@ -306,7 +322,7 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
 int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, int, float*,
-                                    unsigned*, bool, const float*, void*, bool, cudaStream_t) {
+                                    unsigned*, bool, bool, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -430,22 +446,27 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       run_cublas(ctx, x, y, b, M);
       return;
     }
-    if (path == Wna16FastPath::Wgmma) {
-      run_wgmma(ctx, x, M, b, y);
+    if (path == Wna16FastPath::Wgmma && !wgmma_natural_x(M)) {
+      run_wgmma_permuted(ctx, x, M, b, y);
       return;
     }
     const void* xk = x.raw_data();
     int64_t ldx = cfg_.K_p;
     Tensor xg;
-    // The tiled kernel copies x in 16-byte pieces: rows must start 16-byte aligned.
+    // The tiled kernel copies x in 16-byte pieces and the stream and wgmma kernels by tensor maps: rows must start
+    // 16-byte aligned.
     const bool aligned = reinterpret_cast<uintptr_t>(xk) % 16 == 0 && cfg_.K_p % 8 == 0;
-    const bool copies_x = path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream;
+    const bool copies_x = path == Wna16FastPath::Tiled || path == Wna16FastPath::Stream || path == Wna16FastPath::Wgmma;
     if (!identity_ || (copies_x && !aligned)) {
       xg = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
       QLM_CUDA_CHECK(
           cuda::launch_wna16_fast_gather(x.raw_data(), M, cfg_.K_p, a_.row_source, a_.rows, xg.raw_data(), ctx.stream));
       xk = xg.raw_data();
       ldx = a_.rows;
+    }
+    if (path == Wna16FastPath::Wgmma) {
+      run_wgmma(ctx, xk, ldx, true, M, b, y);
+      return;
     }
     if (path == Wna16FastPath::Tiled) {
       run_tiled(ctx, xk, ldx, M, b, y);
@@ -527,16 +548,37 @@ class CudaWna16FastKernel final : public MPLinearKernel {
                                                   ctx.stream));
   }
 
-  // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs.
-  // x goes through a copy in packed-row order and the MMA's k order first (wna16_wgmma.h).
-  void run_wgmma(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
+  // The wgmma path with x first permuted into the code words' k order (wna16_wgmma.h).
+  void run_wgmma_permuted(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
     Tensor xp = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
     const bool vectors = identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
-    // Programmatic dependent launch (QLM_WGMMA_PDL=0: plain stream order): x is permuted by a kernel that waits for
-    // the previous one first; the GEMM's blocks request their first ring of weights while it runs.
-    static const bool pdl = env_switch_on("QLM_WGMMA_PDL");
+    // Programmatic dependent launch (QLM_WGMMA_PDL, as for the GEMM): the permutation waits for the previous kernel
+    // first; the GEMM's blocks request their first ring of weights while it runs.
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
-                                                      a_.rows, xp.raw_data(), pdl, ctx.stream));
+                                                      a_.rows, xp.raw_data(), wgmma_pdl(), ctx.stream));
+    run_wgmma(ctx, xp.raw_data(), a_.rows, false, M, b, y);
+  }
+
+  // Whether a wgmma call takes x in its own k order: the choice (wna16_wgmma_natural_x) where the call runs the
+  // one-group loop, which alone has that variant.
+  bool wgmma_natural_x(int64_t M) const {
+    const int tokens = cuda::kWna16WgmmaTiles[cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count())].tokens;
+    return wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) && cuda::wna16_wgmma_one_group(a_) &&
+           !cuda::wna16_wgmma_late(a_, tokens);
+  }
+
+  static bool wgmma_pdl() {
+    static const bool on = env_switch_on("QLM_WGMMA_PDL");
+    return on;
+  }
+
+  // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs. x in
+  // packed-row order: permuted into the code words' k order (natural false), else in its own (wna16_wgmma.h).
+  void run_wgmma(cuda::Context& ctx, const void* xk, int64_t ldx, bool natural, int64_t M, const float* b,
+                 Tensor& y) const {
+    // Programmatic dependent launch (QLM_WGMMA_PDL=0: plain stream order): the GEMM's blocks request their first
+    // ring of weights while the previous kernel ends, x after waiting for it.
+    const bool pdl = wgmma_pdl();
     const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count());
     const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
     // Column tiles in pairs sharing each token tile (clusters of two blocks) where set so and the pair's clusters fit
@@ -558,9 +600,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
-    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xp.raw_data(), a_.rows, M, tile, blocks, pair,
-                                                 cuda::wna16_wgmma_producers(), ws.data<float>(), counters_for(tiles),
-                                                 cuda::wna16_fixup_mode() == 2, b, y.raw_data(), gemm_pdl, ctx.stream));
+    QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xk, ldx, M, tile, blocks, pair, cuda::wna16_wgmma_producers(),
+                                                 ws.data<float>(), counters_for(tiles), cuda::wna16_fixup_mode() == 2,
+                                                 natural, b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

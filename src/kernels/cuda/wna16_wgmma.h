@@ -5,11 +5,16 @@
 // headers are present, cmake/Cutlass.cmake); wna16_wgmma_built() says whether it is.
 //
 // Weights: the fast layout itself (wna16_fast_layout.h; no second copy): warp j of a warpgroup reads
-// word j (16-column tile j) of each lane's 16 bytes per k-tile. Those A fragments hold packed rows
-// 4t..4t+3 of the k-tile at the MMA's k slots 2t, 2t + 1, 2t + 8, 2t + 9 (lane t = lane % 4), so x is
-// first copied by launch_wna16_wgmma_permute_x into packed-row order with each 16-row k-tile permuted
-// the same way (slot 2t + e <- row 4t + e, slot 8 + 2t + e <- row 4t + 2 + e); the kernel then loads
-// it with a tensor map (TMA, 128-byte swizzle) as the B operand.
+// word j (16-column tile j) of each lane's 16 bytes per k-tile. Those words hold packed rows 4t..4t+3 of the
+// k-tile (lane t = lane % 4: one LDS.64 per x fragment in the stream kernel), while the MMA's A fragment holds k
+// slots 2t, 2t + 1, 2t + 8, 2t + 9. Two ways to meet (wna16_wgmma_natural_x picks per call):
+//   - x permuted: launch_wna16_wgmma_permute_x first copies x into packed-row order with each 16-row k-tile permuted
+//     the same way (slot 2t + e <- row 4t + e, slot 8 + 2t + e <- row 4t + 2 + e); the words are used as stored.
+//   - x natural: the consumers exchange bytes of the words within each quad of lanes (natural_k_word in
+//     sm90a/wna16_wgmma_kernel.cuh: two shuffles and a byte permutation per word), and x is the layer's input itself
+//     (or its gathered copy in packed-row order under act-order or misalignment, launch_wna16_fast_gather). No
+//     kernel before the GEMM, three instructions more per word in the consumer loop.
+// Either way the kernel loads x with a tensor map (TMA, 128-byte swizzle) as the B operand.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -65,16 +70,17 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs& w, int64_t M, int tile, int 
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks, int pair = 1);
 // How many clusters of `pair` blocks of the configuration can be resident at once (0: unknown / cannot run).
 int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
-// y[M, N] = x · W (+ bias): x [M, ldx] 16-bit from launch_wna16_wgmma_permute_x (16-byte aligned rows,
-// ldx % 8 == 0); counters: one unsigned per tile, zero (left zero). pdl: launched for programmatic dependent
-// launch; each block then requests its first ring of weights (which no kernel writes) before waiting for the
-// previous kernel (the permutation of x), and x after.
+// y[M, N] = x · W (+ bias): x [M, ldx] 16-bit (16-byte aligned rows, ldx % 8 == 0; columns past ldx read as zero),
+// from launch_wna16_wgmma_permute_x, or in packed-row order and its own k order with natural_k; counters: one
+// unsigned per tile, zero (left zero). pdl: launched for programmatic dependent launch; each block then requests its
+// first ring of weights (which no kernel writes) before waiting for the previous kernel (which writes x), and x
+// after.
 // pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers;
 // acq_rel_fixup: split tiles counted by one thread's acq_rel atomic instead of fences in every thread
 // (wna16_fixup_mode).
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
-                                    const float* bias, void* y, bool pdl, cudaStream_t stream);
+                                    bool natural_k, const float* bias, void* y, bool pdl, cudaStream_t stream);
 // The cap on the wgmma kernel's ring depth for a tile of `tokens` x `columns` (stages of 8 k-tiles; the kernel's own
 // maximum is 8, fewer where shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning) on every tile, else
 // wna16_wgmma_default_stages(tokens, columns).

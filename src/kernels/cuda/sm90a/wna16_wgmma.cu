@@ -124,9 +124,10 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
 
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
-                                    const float* bias, void* y, bool pdl, cudaStream_t stream) {
+                                    bool natural_k, const float* bias, void* y, bool pdl, cudaStream_t stream) {
   if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0 || producers < 1) return cudaErrorInvalidValue;
-  const WgmmaCall c{&w, x, ldx, M, tile, blocks, pair, producers, ws, counters, acq_rel_fixup, bias, y, pdl, stream};
+  const WgmmaCall c{&w, x,        ldx,           M,         tile, blocks, pair, producers,
+                    ws, counters, acq_rel_fixup, natural_k, bias, y,      pdl,  stream};
   switch (tile) {
     case 0: return wgmma_tile0_launch(c);
     case 1: return wgmma_tile1_launch(c);

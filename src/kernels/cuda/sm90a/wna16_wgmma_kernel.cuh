@@ -12,7 +12,8 @@
 // touches (one copy per group), all completing on full[s]; empty[s] counts the 8 consumer warps.
 //
 // Consumers: warp j of a warpgroup dequantizes rows 16j..16j+15 (tile j) of each of its column blocks
-// (the v1 conversion; scales reloaded per group), then the warpgroup issues one m64nTNk16 wgmma per
+// (the v1 conversion; scales reloaded per group; with x in its own k order, NK, the code words first go to the MMA's
+// k order, natural_k_word), then the warpgroup issues one m64nTNk16 wgmma per
 // column block with those registers as A and the x tile as B. Two A register sets: k-tile kt + 1 is
 // dequantized while kt's MMAs run (wait_group 1), and a stage's last MMAs overlap the dequantization of
 // the next stage's first k-tile. No MMA sits behind a branch (ptxas would serialize them all): k-tiles
@@ -60,6 +61,19 @@ constexpr int consumer_registers() {
   return CW == 2 ? 232 : 152;
 }
 constexpr int kMaxStages = 8;
+// A lane's code word of a k-tile in the fast layout holds packed rows 4t..4t+3 (t = lane % 4) of its two fragment
+// columns, a byte per row: bytes 0, 2, 1, 3 = rows 4t, 4t + 1, 4t + 2, 4t + 3 (dequant_tile makes A registers 0 / 2 of
+// bytes 0 + 2 / 1 + 3). The MMA's A fragment wants rows 2t, 2t + 1, 2t + 8, 2t + 9 (x in its natural k order as the B
+// operand), held by lanes t / 2 (rows 2t, 2t + 1: its bytes 0, 2 for even t, 1, 3 for odd) and 2 + t / 2 (rows
+// 2t + 8, 2t + 9, the same bytes): two shuffles within the quad and one byte permutation. Every lane of the warp must
+// call it (the quad's lanes share their columns, so the words exchanged belong to the same column tile).
+__device__ __forceinline__ uint32_t natural_k_word(uint32_t word, int lane) {
+  const int quad = lane & ~3, t = lane & 3;
+  const uint32_t low_rows = __shfl_sync(0xFFFFFFFFu, word, quad | (t >> 1));
+  const uint32_t high_rows = __shfl_sync(0xFFFFFFFFu, word, quad | (2 + (t >> 1)));
+  return __byte_perm(low_rows, high_rows, 0x6240u + static_cast<uint32_t>(t & 1) * 0x1111u);
+}
+
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
 constexpr int kAlign = 1024;                 // 128-byte swizzle atoms: 8 rows x 128 bytes
 
@@ -195,12 +209,14 @@ __device__ __forceinline__ void wgmma_wait() {
 // loop without group bookkeeping — each column block's scale and zero split once per stage, the stage's x
 // descriptor made once (the k-tiles' offsets are constants added to it), the code words of k-tile kt + 2
 // loaded while kt's MMAs are issued (their shared-memory latency off the dequantization's path).
-template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE, bool OG>
+// NK (OG only): x in its own k order, the code words put in the MMA's k order by natural_k_word (wna16_wgmma.h).
+template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool LATE, bool OG, bool NK = false>
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, int pair, int producers, float* __restrict__ ws,
                  unsigned* __restrict__ counters, bool acq_rel_fixup, const float* __restrict__ bias,
                  uint16_t* __restrict__ y) {
+  static_assert(OG || !NK, "x in its own k order: the one-group loop only");
   using namespace bulk;
   using S = WgShape<TN, BPW, CW>;
   static_assert(!(LATE && OG), "late scaling has its own one-group loop");
@@ -470,7 +486,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       };
       const auto convert = [&](const uint32_t(&words)[kBPW], uint32_t(&out)[kBPW][4]) {
 #pragma unroll
-        for (int cb = 0; cb < kBPW; ++cb) dequant_tile<4, BF16>(words[cb], 0u, s0[cb], s1[cb], z0[cb], z1[cb], out[cb]);
+        for (int cb = 0; cb < kBPW; ++cb)
+          dequant_tile<4, BF16>(NK ? natural_k_word(words[cb], lane) : words[cb], 0u, s0[cb], s1[cb], z0[cb], z1[cb],
+                                out[cb]);
       };
       // A stage's start: its parameters, the code words of its k-tiles 0 and 1, k-tile 0 dequantized.
       const auto begin_stage = [&] {
@@ -617,6 +635,11 @@ int smem_limit() {
     if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE, OG>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, usable) != cudaSuccess)
       return 0;
+    if constexpr (OG) {  // its twin with x in its own k order takes the same plan
+      if (cudaFuncSetAttribute(wgmma_kernel<BF16, TN, BPW, PER_SM, PW, CW, ZP, LATE, OG, true>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, usable) != cudaSuccess)
+        return 0;
+    }
     return usable;
   }();
   return limit;
@@ -669,10 +692,13 @@ struct UsableF {
   }
 };
 
-// The tensor map of x [M][ldx] 16-bit (k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
+// The tensor map of x [M][ldx] 16-bit (up to k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
 // swizzle, zeros outside.
 bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tn, CUtensorMap* map) {
-  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx, 64,
+  // x's own rows hold ldx columns (the layer's K, or the padded rows of a gathered copy): k-tiles past them read
+  // the map's zero fill.
+  const int64_t cols = std::min<int64_t>(ldx, w.k_tiles * 16);
+  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(cols), static_cast<uint64_t>(M), ldx, 64,
                                static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
@@ -689,12 +715,21 @@ struct LaunchF {
   }
   template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE, bool OG>
   cudaError_t run() const {
+    if constexpr (OG) {
+      if (c.natural_k) return launch<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG, true>();
+    } else {
+      if (c.natural_k) return cudaErrorInvalidValue;  // x in its own k order: the one-group loop only
+    }
+    return launch<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG, false>();
+  }
+  template <bool H, int TN, int BPW, int PER_SM, int PW, int CW, bool Z, bool LATE, bool OG, bool NK>
+  cudaError_t launch() const {
     const Wna16FastArgs& w = *c.w;
     const Plan p = plan_of<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>(w);
     CUtensorMap xmap;
     if (p.stages == 0 || !x_tensor_map(w, c.x, c.ldx, c.M, TN, &xmap)) return cudaErrorInvalidValue;
     const cudaError_t e = launch_pdl_cluster_if(
-        c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG>, dim3(c.blocks),
+        c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG, NK>, dim3(c.blocks),
         dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
         p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.producers, c.ws, c.counters,
         c.acq_rel_fixup, c.bias, static_cast<uint16_t*>(c.y));

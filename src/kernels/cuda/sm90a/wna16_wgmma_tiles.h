@@ -20,6 +20,7 @@ struct WgmmaCall {
   float* ws;
   unsigned* counters;
   bool acq_rel_fixup;  // bulk::arrive_tile_counter_acq_rel instead of fences (wna16_fixup_mode)
+  bool natural_k;      // x in its own k order, the code words exchanged to it (one-group loop only; wna16_wgmma.h)
   const float* bias;
   void* y;
   bool pdl;
