@@ -562,9 +562,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // Whether a wgmma call takes x in its own k order: the choice (wna16_wgmma_natural_x) where the call runs the
   // one-group loop, which alone has that variant.
   bool wgmma_natural_x(int64_t M) const {
+    if (!wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) || !cuda::wna16_wgmma_one_group(a_)) return false;
     const int tokens = cuda::kWna16WgmmaTiles[cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count())].tokens;
-    return wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) && cuda::wna16_wgmma_one_group(a_) &&
-           !cuda::wna16_wgmma_late(a_, tokens);
+    return !cuda::wna16_wgmma_late(a_, tokens);
   }
 
   static bool wgmma_pdl() {
