@@ -41,6 +41,7 @@
 #include "kernels/cuda/sm90a/wna16_wgmma_tiles.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
+#include "kernels/cuda/wna16_k_order.h"
 #include "kernels/cuda/wna16_wgmma.h"
 
 namespace qlm::cuda {
@@ -61,17 +62,13 @@ constexpr int consumer_registers() {
   return CW == 2 ? 232 : 152;
 }
 constexpr int kMaxStages = 8;
-// A lane's code word of a k-tile in the fast layout holds packed rows 4t..4t+3 (t = lane % 4) of its two fragment
-// columns, a byte per row: bytes 0, 2, 1, 3 = rows 4t, 4t + 1, 4t + 2, 4t + 3 (dequant_tile makes A registers 0 / 2 of
-// bytes 0 + 2 / 1 + 3). The MMA's A fragment wants rows 2t, 2t + 1, 2t + 8, 2t + 9 (x in its natural k order as the B
-// operand), held by lanes t / 2 (rows 2t, 2t + 1: its bytes 0, 2 for even t, 1, 3 for odd) and 2 + t / 2 (rows
-// 2t + 8, 2t + 9, the same bytes): two shuffles within the quad and one byte permutation. Every lane of the warp must
-// call it (the quad's lanes share their columns, so the words exchanged belong to the same column tile).
+// A lane's code word in the MMA's k order for x in its own k order (wna16_k_order.h says which bytes come from
+// where): two shuffles within the quad and one byte permutation. Every lane of the warp must call it (the quad's
+// lanes share their columns, so the words exchanged belong to the same column tile).
 __device__ __forceinline__ uint32_t natural_k_word(uint32_t word, int lane) {
-  const int quad = lane & ~3, t = lane & 3;
-  const uint32_t low_rows = __shfl_sync(0xFFFFFFFFu, word, quad | (t >> 1));
-  const uint32_t high_rows = __shfl_sync(0xFFFFFFFFu, word, quad | (2 + (t >> 1)));
-  return __byte_perm(low_rows, high_rows, 0x6240u + static_cast<uint32_t>(t & 1) * 0x1111u);
+  const uint32_t low_rows = __shfl_sync(0xFFFFFFFFu, word, natural_k_source_lane(lane, 0));
+  const uint32_t high_rows = __shfl_sync(0xFFFFFFFFu, word, natural_k_source_lane(lane, 1));
+  return __byte_perm(low_rows, high_rows, natural_k_byte_selector(lane));
 }
 
 constexpr int kBlockStageBytes = kKS * 512;  // codes of one column block per stage
