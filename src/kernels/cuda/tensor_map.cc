@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 namespace qlm::cuda {
 namespace {
 
@@ -33,7 +35,7 @@ bool encode_u16_tensor_map(CUtensorMap* map, const void* base, uint64_t cols, ui
   const EncodeTiled encode = encode_tiled();
   if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0 || row_stride_elems % 8 != 0 || row_stride_elems <= 0)
     return false;
-  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t dims[2] = {std::min<cuuint64_t>(cols, static_cast<cuuint64_t>(row_stride_elems)), rows};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride_elems) * 2};
   const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};

@@ -14,8 +14,10 @@ bool tensor_maps_available();
 
 // The map of a [rows][row_stride_elems] 16-bit matrix whose first `cols` columns are used, in boxes of
 // box_cols x box_rows elements (box_cols * 2 a multiple of 16, both at most 256); elements outside
-// cols x rows arrive as zeros. False (map unusable) when the driver lacks the encoder, `base` is not
-// 16-byte aligned, the row stride is not a multiple of 16 bytes, or the driver refuses the shape.
+// cols x rows arrive as zeros. A row holds at most row_stride_elems columns: columns asked beyond it (a kernel's
+// padded k extent over an x of K columns) read as zeros too, never the next row. False (map unusable) when the driver
+// lacks the encoder, `base` is not 16-byte aligned, the row stride is not a multiple of 16 bytes, or the driver refuses
+// the shape.
 bool encode_u16_tensor_map(CUtensorMap* map, const void* base, uint64_t cols, uint64_t rows, int64_t row_stride_elems,
                            uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle);
 

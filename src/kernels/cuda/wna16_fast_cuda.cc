@@ -446,8 +446,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       run_cublas(ctx, x, y, b, M);
       return;
     }
-    if (path == Wna16FastPath::Wgmma && !wgmma_natural_x(M)) {
-      run_wgmma_permuted(ctx, x, M, b, y);
+    // The wgmma path's tile (the rule's, or the one forced) and whether x goes to it permuted or in its own order.
+    const int tile = path == Wna16FastPath::Wgmma ? cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count()) : -1;
+    const bool natural_x = tile >= 0 && wgmma_natural_x(M, tile);
+    if (tile >= 0 && !natural_x) {
+      run_wgmma_permuted(ctx, x, M, tile, b, y);
       return;
     }
     const void* xk = x.raw_data();
@@ -464,8 +467,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       xk = xg.raw_data();
       ldx = a_.rows;
     }
-    if (path == Wna16FastPath::Wgmma) {
-      run_wgmma(ctx, xk, ldx, true, M, b, y);
+    if (natural_x) {
+      run_wgmma(ctx, xk, ldx, true, M, tile, b, y);
       return;
     }
     if (path == Wna16FastPath::Tiled) {
@@ -549,22 +552,21 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   }
 
   // The wgmma path with x first permuted into the code words' k order (wna16_wgmma.h).
-  void run_wgmma_permuted(cuda::Context& ctx, const Tensor& x, int64_t M, const float* b, Tensor& y) const {
+  void run_wgmma_permuted(cuda::Context& ctx, const Tensor& x, int64_t M, int tile, const float* b, Tensor& y) const {
     Tensor xp = Tensor::empty({M, a_.rows}, cfg_.act_dtype, cfg_.device);
     const bool vectors = identity_ && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && cfg_.K_p % 8 == 0;
     // Programmatic dependent launch (QLM_WGMMA_PDL, as for the GEMM): the permutation waits for the previous kernel
     // first; the GEMM's blocks request their first ring of weights while it runs.
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_permute_x(x.raw_data(), M, cfg_.K_p, vectors ? nullptr : a_.row_source,
                                                       a_.rows, xp.raw_data(), wgmma_pdl(), ctx.stream));
-    run_wgmma(ctx, xp.raw_data(), a_.rows, false, M, b, y);
+    run_wgmma(ctx, xp.raw_data(), a_.rows, false, M, tile, b, y);
   }
 
-  // Whether a wgmma call takes x in its own k order: the choice (wna16_wgmma_natural_x) where the call runs the
-  // one-group loop, which alone has that variant.
-  bool wgmma_natural_x(int64_t M) const {
-    if (!wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) || !cuda::wna16_wgmma_one_group(a_)) return false;
-    const int tokens = cuda::kWna16WgmmaTiles[cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count())].tokens;
-    return !cuda::wna16_wgmma_late(a_, tokens);
+  // Whether a wgmma call of M tokens on `tile` takes x in its own k order: the choice (wna16_wgmma_natural_x) where
+  // the call runs the one-group loop, which alone has that variant.
+  bool wgmma_natural_x(int64_t M, int tile) const {
+    return wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) && cuda::wna16_wgmma_one_group(a_) &&
+           !cuda::wna16_wgmma_late(a_, cuda::kWna16WgmmaTiles[tile].tokens);
   }
 
   static bool wgmma_pdl() {
@@ -574,12 +576,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   // A persistent grid (per_sm blocks per multiprocessor) over the k-stages of all (m-tile, column-tile) pairs. x in
   // packed-row order: permuted into the code words' k order (natural false), else in its own (wna16_wgmma.h).
-  void run_wgmma(cuda::Context& ctx, const void* xk, int64_t ldx, bool natural, int64_t M, const float* b,
+  void run_wgmma(cuda::Context& ctx, const void* xk, int64_t ldx, bool natural, int64_t M, int tile, const float* b,
                  Tensor& y) const {
     // Programmatic dependent launch (QLM_WGMMA_PDL=0: plain stream order): the GEMM's blocks request their first
     // ring of weights while the previous kernel ends, x after waiting for it.
     const bool pdl = wgmma_pdl();
-    const int tile = cuda::wna16_wgmma_tile_for(M, cfg_.K_p, cfg_.N_p, sm_count());
     const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
     // Column tiles in pairs sharing each token tile (clusters of two blocks) where set so and the pair's clusters fit
     // on the device at all.

@@ -126,8 +126,22 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
                                     bool natural_k, const float* bias, void* y, bool pdl, cudaStream_t stream) {
   if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0 || producers < 1) return cudaErrorInvalidValue;
-  const WgmmaCall c{&w, x,        ldx,           M,         tile, blocks, pair, producers,
-                    ws, counters, acq_rel_fixup, natural_k, bias, y,      pdl,  stream};
+  const WgmmaCall c{.w = &w,
+                    .x = x,
+                    .ldx = ldx,
+                    .M = M,
+                    .tile = tile,
+                    .blocks = blocks,
+                    .pair = pair,
+                    .producers = producers,
+                    .ws = ws,
+                    .counters = counters,
+                    .acq_rel_fixup = acq_rel_fixup,
+                    .natural_k = natural_k,
+                    .bias = bias,
+                    .y = y,
+                    .pdl = pdl,
+                    .stream = stream};
   switch (tile) {
     case 0: return wgmma_tile0_launch(c);
     case 1: return wgmma_tile1_launch(c);

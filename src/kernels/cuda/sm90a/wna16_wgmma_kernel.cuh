@@ -689,13 +689,10 @@ struct UsableF {
   }
 };
 
-// The tensor map of x [M][ldx] 16-bit (up to k_tiles * 16 columns used): boxes of 64 k x TN tokens, 128-byte
-// swizzle, zeros outside.
+// The tensor map of x [M][ldx] 16-bit (k_tiles * 16 columns used, zeros past ldx): boxes of 64 k x TN tokens,
+// 128-byte swizzle, zeros outside.
 bool x_tensor_map(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tn, CUtensorMap* map) {
-  // x's own rows hold ldx columns (the layer's K, or the padded rows of a gathered copy): k-tiles past them read
-  // the map's zero fill.
-  const int64_t cols = std::min<int64_t>(ldx, w.k_tiles * 16);
-  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(cols), static_cast<uint64_t>(M), ldx, 64,
+  return encode_u16_tensor_map(map, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M), ldx, 64,
                                static_cast<uint32_t>(tn), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
