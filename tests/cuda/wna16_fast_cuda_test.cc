@@ -864,14 +864,19 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
                          {1024, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
-  // x in its own k order: never by default; mode 2 up to 128 tokens below 2e8 weights, else permuted first (v7n).
-  EXPECT_FALSE(wna16_wgmma_natural_x(33, 4096, 4096));
-  set_wna16_wgmma_natural_x(2);
+  // x in its own k order (mode 2, the default): up to 128 tokens below 2e8 weights and up to 256 below 1e8 with
+  // N <= 4096, else permuted first (v7n, v7o).
   EXPECT_TRUE(wna16_wgmma_natural_x(33, 4096, 4096));
+  EXPECT_TRUE(wna16_wgmma_natural_x(128, 4096, 28672));
+  EXPECT_FALSE(wna16_wgmma_natural_x(129, 4096, 28672));
   EXPECT_TRUE(wna16_wgmma_natural_x(128, 8192, 10240));
   EXPECT_FALSE(wna16_wgmma_natural_x(129, 8192, 10240));
+  EXPECT_TRUE(wna16_wgmma_natural_x(256, 14336, 4096));
+  EXPECT_FALSE(wna16_wgmma_natural_x(257, 14336, 4096));
   EXPECT_FALSE(wna16_wgmma_natural_x(64, 28672, 8192));
   EXPECT_FALSE(wna16_wgmma_natural_x(33, 8192, 57344));
+  set_wna16_wgmma_natural_x(0);
+  EXPECT_FALSE(wna16_wgmma_natural_x(33, 4096, 4096));
   set_wna16_wgmma_natural_x(1);
   EXPECT_TRUE(wna16_wgmma_natural_x(1024, 8192, 57344));
   set_wna16_wgmma_natural_x(-1);

@@ -130,14 +130,19 @@ void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
 // 25.0 / 31.2 vs 21.0 / 22.6 / 28.3, 70b.o 33.7 / 35.1 / 44.0 vs 32.3 / 33.7 / 42.1, 8b.gate_up 47.8 / 51.2 / 72.4 vs
 // 45.3 / 48.9 / 70.9; but 70b.gate_up 124.2 / 137.3 / 204.1 / 366 vs 127.6 / 140.5 / 211.5 / 387.5 (M up to 256),
 // 70b.down 73.3 / 78.4 vs 75.0 / 79.9, 8b.gate_up M = 256 120.0 vs 122.3: the permutation kernel is a fixed cost per
-// call, the shuffles a share of the consumer loop. Hence mode 2's bound; the default stays 0 until the build with both
-// kernels has run on the GPU.
+// call, the shuffles a share of the consumer loop. The build with both kernels (session 35,
+// wgmma_natural_x_s35.jsonl, natural_x_bound_s35.jsonl, mode 0 / 1): the same picture (8b.qkv M = 64 25.1 / 22.5,
+// 70b.gate_up M = 256 372.5 / 394.4); above 128 tokens (two 128-token m-tiles, each exchanging every word) the
+// exchange stays ahead only on the narrow 8b.down (M = 160 / 256 64.6 / 59.1, 64.3 / 61.1) and falls behind on
+// 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
+// default: up to 128 tokens below 2e8 weights, up to 256 on layers of N <= 4096 below 1e8.
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
-  const int64_t mode = set >= 0 ? set : env >= 0 ? env : 0;
+  const int64_t mode = set >= 0 ? set : env >= 0 ? env : 2;
   if (mode != 2) return mode == 1;
-  return M <= 128 && static_cast<double>(K) * static_cast<double>(N) < 2e8;
+  const double weights = static_cast<double>(K) * static_cast<double>(N);
+  return (M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8);
 }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
