@@ -12,8 +12,8 @@
 // touches (one copy per group), all completing on full[s]; empty[s] counts the 8 consumer warps.
 //
 // Consumers: warp j of a warpgroup dequantizes rows 16j..16j+15 (tile j) of each of its column blocks
-// (the v1 conversion; scales reloaded per group; with x in its own k order, NK, the code words first go to the MMA's
-// k order, natural_k_word), then the warpgroup issues one m64nTNk16 wgmma per
+// (the v1 conversion; scales reloaded per group; with x in its own k order, NK, the code words go to the MMA's k order
+// first, natural_k_word), then the warpgroup issues one m64nTNk16 wgmma per
 // column block with those registers as A and the x tile as B. Two A register sets: k-tile kt + 1 is
 // dequantized while kt's MMAs run (wait_group 1), and a stage's last MMAs overlap the dequantization of
 // the next stage's first k-tile. No MMA sits behind a branch (ptxas would serialize them all): k-tiles
@@ -481,17 +481,26 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb) out[cb] = sc[(cb * kKS + kt) * 128];
       };
+      // NK: the words go to the MMA's k order (natural_k_word) as they arrive where a warp has one column block
+      // (kEarlyK: 1-2 % faster there), as they are dequantized where it has more (early exchanges, and two shuffles per
+      // two words, measured 1-3 % slower on those tiles: docs/w4a16-kernel-notes.md, v7o).
+      constexpr bool kEarlyK = NK && kBPW == 1;
+      const auto exchange_early = [&](uint32_t(&words)[kBPW]) {
+        if constexpr (kEarlyK) words[0] = natural_k_word(words[0], lane);
+      };
       const auto convert = [&](const uint32_t(&words)[kBPW], uint32_t(&out)[kBPW][4]) {
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb)
-          dequant_tile<4, BF16>(NK ? natural_k_word(words[cb], lane) : words[cb], 0u, s0[cb], s1[cb], z0[cb], z1[cb],
-                                out[cb]);
+          dequant_tile<4, BF16>(NK && !kEarlyK ? natural_k_word(words[cb], lane) : words[cb], 0u, s0[cb], s1[cb],
+                                z0[cb], z1[cb], out[cb]);
       };
       // A stage's start: its parameters, the code words of its k-tiles 0 and 1, k-tile 0 dequantized.
       const auto begin_stage = [&] {
         stage_params();
         load_codes(0, cw[0]);
         load_codes(1, cw[1]);
+        exchange_early(cw[0]);
+        exchange_early(cw[1]);
         convert(cw[0], a[0]);
       };
       mbar_wait(full0 + 8 * slot, phase);
@@ -511,6 +520,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
           for (int cb = 0; cb < kBPW; ++cb) wgmma_rs<TN, BF16>(acc[cb], a[kt % 2][cb], desc);
           wgmma_commit();
+          // kEarlyK: k-tile kt + 2's words exchanged while the MMAs run, off the dequantization's path.
+          if (kt + 2 < kKS) exchange_early(cw[kt % 2]);
           wgmma_wait<1>();  // the previous k-tile's MMAs are done: its A registers are free
 #pragma unroll
           for (int cb = 0; cb < kBPW; ++cb) fence_words(a[(kt + 1) % 2][cb]);
