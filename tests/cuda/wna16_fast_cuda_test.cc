@@ -744,8 +744,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);   // N > 4096: no 16 x 128
   EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(33, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(191, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(192, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(256, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);  // v7o: 256, was 191
+  EXPECT_EQ(wna16_fast_path_for(257, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(65, 4096, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
@@ -844,9 +844,9 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %); the
   // GEMV kernel takes it only without the stream kernel.
   EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-256 wgmma 128x192 · >= 257 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, false, true, 132),
-            "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-191 wgmma 128x192 · >= 192 dequant+cuBLAS");
+            "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-256 wgmma 128x192 · >= 257 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
             "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · >= 1024 dequant+cuBLAS");

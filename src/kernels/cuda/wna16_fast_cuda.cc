@@ -54,9 +54,13 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
 // (1.7e7) 64 19 vs 21, 96 25 (64-token tiles) / 28 (128-token) vs 26. Session 33, after the 128-token tiles got four
 // producer warps (v7l): 70b.down 1024 663 vs 763, 1536 1009 vs 1062, 2048 1434 vs 1444; 70b.o 768 164 vs 179, 1024
 // 225 vs 219; 8b.down 768 143 vs 156, 1024 203 vs 187; 70b.qkv 1024 280 vs 274; 8b.gate_up 1024 430 vs 389.
+// Session 35, with x in its own k order (wgmma_cublas_bound_s35.jsonl, M = 192 / 256 / 320): 8b.qkv 36.5 / 37.7 /
+// 49.1 vs 38.8 / 40.1 / 47.7, 4096 x 8192 45.9 / 47.4 / 46.2 vs 50.5 / 51.2 / 54.6, 6144 x 4096 35.1 / 35.9 / 44.4 vs
+// 45.2 / 41.0 / 42.2, 5120 x 5120 41.9 / 43.3 / 50.9 vs 40.5 / 43.7 / 49.2: [2e7, 4e7) keeps wgmma through 256 tokens
+// (two 128-token m-tiles; the third costs more than the dequantization).
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return kn >= 4e8 ? 2560 : kn >= 2e8 ? 2048 : kn >= 4e7 ? 1024 : kn >= 2e7 ? 192 : 65;
+  return kn >= 4e8 ? 2560 : kn >= 2e8 ? 2048 : kn >= 4e7 ? 1024 : kn >= 2e7 ? 257 : 65;
 }
 
 // Whether the wgmma kernel's 128 x 256 tiles (kWna16WgmmaTiles[6], per_sm blocks per SM) for M tokens of N columns go

@@ -51,8 +51,8 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
 // and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU only with
 // enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where wgmma runs, M >= 2560 for K*N
-// >= 4e8, 2048 for >= 2e8, 1024 for >= 4e7, 192 for >= 2e7, else 65 (v6g, v7l). 8-bit weights take the GEMV kernel for
-// M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for
+// >= 4e8, 2048 for >= 2e8, 1024 for >= 4e7, 257 for >= 2e7, else 65 (v6g, v7l, v7o). 8-bit weights take the GEMV kernel
+// for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for
 // every layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH (gemv / tiled /
 // stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M, at most 32, on every layer
 // and width; 0: never), QLM_W4FAST_STREAM_MIN_KN (stream at any M only on layers of at least that many weights K * N;
