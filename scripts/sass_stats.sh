@@ -13,18 +13,11 @@ cd "$(dirname "$0")/.."
 [[ $# -ge 1 ]] || { sed -n '2,10p' "$0"; exit 2; }
 src=$1
 shift
-export PATH="$PATH:/usr/local/cuda/bin"
-command -v nvcc >/dev/null || { echo "sass_stats: needs nvcc" >&2; exit 1; }
-arch=${ARCH:-$([[ $src == *sm90a/* ]] && echo sm_90a || echo sm_90)}
-cuobjdump=$(command -v cuobjdump || true)
-if [[ -z $cuobjdump ]] || ! command -v nvdisasm >/dev/null; then cuobjdump=$(scripts/fetch_cuobjdump.sh); fi
+source scripts/cubin_lib.sh
 dir=${KEEP:-$(mktemp -d)}
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$dir"' EXIT
 mkdir -p "$dir"
 base=$(basename "$src" .cu)
-flags=(-O3 "-gencode=arch=compute_${arch#sm_},code=$arch" -std=c++17 --expt-relaxed-constexpr -DQLM_WITH_CUDA=1
-  -I. -Isrc -Iinclude)
-[[ $arch == sm_90a ]] && flags+=(-DNDEBUG)
-nvcc "${flags[@]}" -cubin -o "$dir/$base.cubin" "$src"
-PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$dir/$base.cubin" >"$dir/$base.sass"
+compile_cubin "$src" "$dir/$base.cubin"
+PATH="$(dirname "$CUOBJDUMP"):$PATH" "$CUOBJDUMP" -sass "$dir/$base.cubin" >"$dir/$base.sass"
 python3 scripts/sass_loop_stats.py "$dir/$base.sass" "$@"

@@ -162,6 +162,24 @@ __device__ __forceinline__ unsigned arrive_tile_counter_acq_rel(unsigned* counte
   return before;
 }
 
+// A block's segment of a split tile counted in (on counters[tile]), once its kThreads consumer threads have stored
+// their partial sums (every one of them calls this): `last` (shared memory) becomes whether it is the tile's last of
+// `segments`, the one that sums every segment's partials. acq_rel: the counter through arrive_tile_counter_acq_rel
+// (QLM_W4FAST_FIXUP=2), else a __threadfence() in every thread first (and the caller's again, in the last segment,
+// before its reads). Counters and tile apart, so that only the counting thread forms the address: so the stream and
+// wgmma kernels compile to the same SASS as with the block written out in each (scripts/sass_diff.sh); with the
+// address as the argument, ptxas changed the registers and spills of most of them.
+template <int kThreads>
+__device__ __forceinline__ void count_tile_segment(unsigned* counters, int64_t tile, int64_t segments, bool acq_rel,
+                                                   bool& last, int tid) {
+  if (!acq_rel) __threadfence();
+  consumer_sync<kThreads>();
+  if (tid == 0)
+    last = (acq_rel ? arrive_tile_counter_acq_rel(counters + tile) : atomicAdd(counters + tile, 1u)) ==
+           static_cast<unsigned>(segments - 1);
+  consumer_sync<kThreads>();
+}
+
 // Stream-K: block b of G takes stages [b*T/G, (b+1)*T/G) of a sequence of T; the block that holds
 // stage q is the largest b with floor(b * T / G) <= q.
 __device__ __forceinline__ int64_t owner_of(int64_t q, int64_t T, int64_t G) { return ((q + 1) * G + T - 1) / T - 1; }

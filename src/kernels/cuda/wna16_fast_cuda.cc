@@ -767,14 +767,14 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // blocks along y, the stream kernel sm_90 and M <= 32 (else tiled), the wgmma kernel sm_90 and 4-bit
   // weights in a build with the sm_90a kernels (else tiled).
   Wna16FastPath path_for(int64_t M) const {
-    Wna16FastPath path =
-        wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, true, wgmma_usable(M), sm_count());
+    const bool wgmma_ok = wgmma_usable(M);
+    Wna16FastPath path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, true, wgmma_ok, sm_count());
     if (path == Wna16FastPath::Wgmma) {
-      if (wgmma_usable(M)) return path;
+      if (wgmma_ok) return path;
       path = Wna16FastPath::Tiled;  // forced, but it cannot run here (not sm_90a, 8-bit, no sm_90a kernels)
     }
     if (path == Wna16FastPath::Stream && !stream_usable(M)) {
-      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false, wgmma_usable(M), sm_count());
+      path = wna16_fast_path_for(M, cfg_.K_p, cfg_.N_p, cfg_.weight_type.bits, false, wgmma_ok, sm_count());
       if (path == Wna16FastPath::Stream) path = Wna16FastPath::Tiled;  // forced, but it cannot run here
     }
     if (path == Wna16FastPath::Tiled &&

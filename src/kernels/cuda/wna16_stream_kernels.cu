@@ -396,13 +396,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
       float* tile_ws = ws + nt * max_segments * kTileFloats;
       float* mine = tile_ws + (blockIdx.x - first) * kTileFloats;
       for (int e = tid; e < rows * kCols; e += kConsumers) __stcg(mine + e, red[(e / kCols) * kRedRow + e % kCols]);
-      // The tile's counter (arrive_tile_counter_acq_rel; QLM_W4FAST_FIXUP=2), or fences in every thread.
-      if (!acq_rel_fixup) __threadfence();
-      consumer_sync<kConsumers>();
-      if (tid == 0)
-        last_segment = (acq_rel_fixup ? arrive_tile_counter_acq_rel(counters + nt) : atomicAdd(counters + nt, 1u)) ==
-                       static_cast<unsigned>(segments - 1);
-      consumer_sync<kConsumers>();
+      count_tile_segment<kConsumers>(counters, nt, segments, acq_rel_fixup, last_segment, tid);
       if (last_segment) {
         if (!acq_rel_fixup) __threadfence();
         // Element tid + r * kConsumers of the tile in v[r].

@@ -592,13 +592,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         for (int i = 0; i < kAcc / 4; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) __stcg(mine + slot_at(cb, i, e), result(cb, 4 * i + e));
-      // The tile's counter (arrive_tile_counter_acq_rel; QLM_W4FAST_FIXUP=2), or fences in every thread.
-      if (!acq_rel_fixup) __threadfence();
-      consumer_sync<kConsumers>();
-      if (tid == 0)
-        last_segment = (acq_rel_fixup ? arrive_tile_counter_acq_rel(counters + tile)
-                                      : atomicAdd(counters + tile, 1u)) == static_cast<unsigned>(segments - 1);
-      consumer_sync<kConsumers>();
+      count_tile_segment<kConsumers>(counters, tile, segments, acq_rel_fixup, last_segment, tid);
       if (last_segment) {
         if (!acq_rel_fixup) __threadfence();
         // The slots summed in slot order (deterministic: the same sums whichever segment ends last), into the

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Kernel-by-kernel comparison of two builds of one CUDA source (scripts/sass_diff.sh).
+
+Each side is a stem: STEM.sass (`cuobjdump -sass` of the cubin) and STEM.ptxas (nvcc --resource-usage output).
+Kernels are matched by mangled name, with the anonymous namespace's per-file hash removed. The SASS of a kernel is
+compared instruction by instruction with hexadecimal immediates and addresses masked (they move with code size and
+constant-bank layout). Prints one line per kernel that differs or exists on one side only, then a summary; exits 1 if
+any kernel differs.
+
+usage: sass_diff.py BASE_STEM NEW_STEM
+"""
+import re
+import subprocess
+import sys
+
+ANON = re.compile(r"GLOBAL__N__[0-9a-f]+_")
+
+
+RAW = {}  # matched name -> a mangled name as compiled (for c++filt)
+
+
+def per_kernel(path, header, read):
+    """{kernel: value}: `header` (a regex whose group 1 is the mangled name) starts a kernel's lines, read(line, value)
+    folds each of its lines into the value (a fresh dict)."""
+    out, name = {}, None
+    with open(path) as f:
+        for line in f:
+            m = re.search(header, line)
+            if m:
+                name = ANON.sub("GLOBAL__N__", m.group(1))
+                RAW.setdefault(name, m.group(1))
+                out[name] = {}
+            elif name:
+                read(line, out[name])
+    return out
+
+
+def kernel_code(path):
+    def read(line, value):
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
+        if m:
+            value.setdefault("code", []).append(re.sub(r"0x[0-9a-f]+", "X", m.group(1)))
+
+    return {k: v.get("code", []) for k, v in per_kernel(path, r"^\s+Function : (\S+)", read).items()}
+
+
+def kernel_resources(path):
+    def read(line, value):
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            value["spills"] = f"{m.group(1)}/{m.group(2)}"
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            value["registers"] = int(m.group(1))
+
+    return per_kernel(path, r"Function properties for (\S+)", read)
+
+
+def readable(name):
+    raw = RAW.get(name, name)
+    try:
+        out = subprocess.run(["c++filt", raw], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return raw
+    out = (out or raw).replace("(anonymous namespace)::", "")
+    return re.sub(r"\(.*$", "", out).replace("void ", "", 1)
+
+
+def describe(code, res, name):
+    r = res.get(name, {})
+    return f"{len(code)} instructions, {r.get('registers', '?')} registers, spills {r.get('spills', '?')}"
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    base_stem, new_stem = sys.argv[1:]
+    base, new = kernel_code(base_stem + ".sass"), kernel_code(new_stem + ".sass")
+    base_res, new_res = kernel_resources(base_stem + ".ptxas"), kernel_resources(new_stem + ".ptxas")
+    identical = differ = 0
+    for name in sorted(set(base) | set(new)):
+        if name not in new or name not in base:
+            differ += 1
+            print(f"  only in {'base' if name in base else 'new'}: {readable(name)}")
+        elif base[name] == new[name]:
+            identical += 1
+        else:
+            differ += 1
+            changed = sum(1 for a, b in zip(base[name], new[name]) if a != b) + abs(len(base[name]) - len(new[name]))
+            print(f"  differs: {readable(name)}\n    base: {describe(base[name], base_res, name)}\n"
+                  f"    new:  {describe(new[name], new_res, name)} ({changed} instructions changed or moved)")
+    print(f"  {identical} kernels identical, {differ} differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
