@@ -864,8 +864,9 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
                          {1024, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
-  // x in its own k order (mode 2, the default): up to 128 tokens below 2e8 weights and up to 256 below 1e8 with
-  // N <= 4096, else permuted first (v7n, v7o).
+  // x in its own k order (mode 2, the default): from 33 up to 128 tokens below 2e8 weights and up to 256 below 1e8
+  // with N <= 4096, else permuted first (v7n, v7o).
+  EXPECT_FALSE(wna16_wgmma_natural_x(32, 4096, 4096));
   EXPECT_TRUE(wna16_wgmma_natural_x(33, 4096, 4096));
   EXPECT_TRUE(wna16_wgmma_natural_x(128, 4096, 28672));
   EXPECT_FALSE(wna16_wgmma_natural_x(129, 4096, 28672));

@@ -139,14 +139,15 @@ void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
 // 70b.gate_up M = 256 372.5 / 394.4); above 128 tokens (two 128-token m-tiles, each exchanging every word) the
 // exchange stays ahead only on the narrow 8b.down (M = 160 / 256 64.6 / 59.1, 64.3 / 61.1) and falls behind on
 // 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
-// default: up to 128 tokens below 2e8 weights, up to 256 on layers of N <= 4096 below 1e8.
+// default: from 33 tokens (where the A/B started; 17-32 keep the permutation until measured) up to 128 below 2e8
+// weights, up to 256 on layers of N <= 4096 below 1e8.
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
   const int64_t mode = set >= 0 ? set : env >= 0 ? env : 2;
   if (mode != 2) return mode == 1;
   const double weights = static_cast<double>(K) * static_cast<double>(N);
-  return (M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8);
+  return M >= 33 && ((M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8));
 }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled

@@ -199,10 +199,10 @@ int wna16_stream_producers_override();
 void set_wna16_fixup_mode(int mode);
 // Whether the wgmma path takes x in its own k order (the consumers exchange the code words' bytes within each quad
 // of lanes) rather than permuted into the words' order by a kernel before the GEMM (wna16_wgmma.h; the one-group
-// loop only: other calls permute x regardless). QLM_WGMMA_NATURAL_X: 0 never, 1 always, 2 (the default) up to 128
-// tokens on layers of < 2e8 weights and up to 256 on those of < 1e8 with N <= 4096, where the permutation kernel's
-// fixed cost outweighs the consumers' three more instructions per code word (v7n, v7o). set_wna16_wgmma_natural_x
-// (0-2) overrides the environment for tests (-1: back to it).
+// loop only: other calls permute x regardless). QLM_WGMMA_NATURAL_X: 0 never, 1 always, 2 (the default) from 33 up
+// to 128 tokens on layers of < 2e8 weights and up to 256 on those of < 1e8 with N <= 4096, where the permutation
+// kernel's fixed cost outweighs the consumers' three more instructions per code word (v7n, v7o).
+// set_wna16_wgmma_natural_x (0-2) overrides the environment for tests (-1: back to it).
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N);
 void set_wna16_wgmma_natural_x(int mode);
 namespace cuda {
