@@ -2,10 +2,10 @@
 """Kernel-by-kernel comparison of two builds of one CUDA source (scripts/sass_diff.sh).
 
 Each side is a stem: STEM.sass (`cuobjdump -sass` of the cubin) and STEM.ptxas (nvcc --resource-usage output).
-Kernels are matched by mangled name, with the anonymous namespace's per-file hash removed. The SASS of a kernel is
-compared instruction by instruction with hexadecimal immediates and addresses masked (they move with code size and
-constant-bank layout). Prints one line per kernel that differs or exists on one side only, then a summary; exits 1 if
-any kernel differs.
+Kernels are matched by mangled name, with the anonymous namespace's per-file hash removed (in names and in the
+instructions that name symbols). The SASS of a kernel is compared instruction by instruction, immediates, constant-bank
+offsets and branch targets (offsets inside the kernel) included. Prints each kernel that differs or exists on one side
+only, with both sides' instruction counts, registers and spills, then a summary; exits 1 if any kernel differs.
 
 usage: sass_diff.py BASE_STEM NEW_STEM
 """
@@ -14,8 +14,6 @@ import subprocess
 import sys
 
 ANON = re.compile(r"GLOBAL__N__[0-9a-f]+_")
-
-
 RAW = {}  # matched name -> a mangled name as compiled (for c++filt)
 
 
@@ -39,7 +37,7 @@ def kernel_code(path):
     def read(line, value):
         m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
         if m:
-            value.setdefault("code", []).append(re.sub(r"0x[0-9a-f]+", "X", m.group(1)))
+            value.setdefault("code", []).append(ANON.sub("GLOBAL__N__", m.group(1)))
 
     return {k: v.get("code", []) for k, v in per_kernel(path, r"^\s+Function : (\S+)", read).items()}
 

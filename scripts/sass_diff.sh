@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Whether a change alters the machine code of CUDA kernels, without a GPU: compiles each SOURCE from the working tree
 # and from revision REV (a temporary git worktree) to cubins as scripts/sass_stats.sh does, and compares them kernel by
-# kernel (scripts/sass_diff.py): identical SASS (addresses and immediates masked), or the instruction counts,
-# registers and spill bytes (ptxas) of both. A refactor whose kernels all come out identical cannot change their speed
-# and needs no timing on the device; one that differs does (docs/w4a16-kernel-notes.md, v7o).
+# kernel (scripts/sass_diff.py): identical SASS (instruction for instruction, immediates included), or the
+# instruction counts, registers and spill bytes (ptxas) of both. A refactor whose kernels all come out identical
+# cannot change their speed and needs no timing on the device; one that differs does (docs/w4a16-kernel-notes.md,
+# v7o).
 # Exit status: 0 every kernel identical, 1 some differ or exist on one side only, 2 usage or build errors.
 #
 # Usage: scripts/sass_diff.sh REV SOURCE.cu [SOURCE.cu ...]
