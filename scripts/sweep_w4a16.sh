@@ -11,6 +11,8 @@
 #      FORMAT   bench-linear format options (default "--format gptq --bits 4 --group 128")
 #      TESTS    a gtest filter to run first (e.g. '*Wna16Fast*'), unset: none
 #      DEVICE   cuda (default) or cpu (to try the script without a GPU)
+#      QLM_BASE a second bundle's folder (e.g. .device-base, carried too), unpacked into build/base; variants with
+#               QLM_BUILD=build/base run it, e.g. VARIANTS="base=QLM_BUILD=build/base;new;base2=QLM_BUILD=build/base;new2"
 # Usage (through the device tool, with the bundle of scripts/device_bundle.sh carried):
 #   OUT=$OUT BUNDLE_DIR=.device-final VARIANTS="rule;stream=QLM_W4FAST_PATH=stream" scripts/sweep_w4a16.sh
 set -uo pipefail
@@ -21,6 +23,13 @@ if [[ ${DEVICE:-cuda} == cuda ]]; then
   source scripts/device_env.sh
 else
   QLM_BUILD=${QLM_BUILD:-build/release}
+fi
+# A second bundle to compare against in the same run: QLM_BASE=.device-base unpacks it into build/base, which a
+# variant names with QLM_BUILD=build/base.
+if [[ -n ${QLM_BASE:-} ]]; then
+  rm -rf build/base "$OUT/base_unpack" && mkdir -p "$OUT/base_unpack" &&
+    tar -xJf "$QLM_BASE/bundle.tar.xz" -C "$OUT/base_unpack" && mv "$OUT/base_unpack/build/device" build/base &&
+    rm -rf "$OUT/base_unpack" || { echo "could not unpack $QLM_BASE/bundle.tar.xz" >&2; exit 1; }
 fi
 S="$OUT/summary.txt"
 : >"$S"
@@ -40,8 +49,11 @@ for shape in $shapes; do
     name=${v%%=*}
     settings=""
     [[ $v == *=* ]] && settings=${v#*=}
+    # A variant's QLM_BUILD=DIR runs that build's qlm and library (another bundle unpacked there: QLM_BASE below).
+    build=$QLM_BUILD
+    for s in $settings; do [[ $s == QLM_BUILD=* ]] && build=${s#QLM_BUILD=}; done
     # shellcheck disable=SC2086
-    env $settings timeout "${BENCH_TIMEOUT:-120}" "$QLM_BUILD/qlm" bench-linear --device "${DEVICE:-cuda}" \
+    LD_LIBRARY_PATH="$PWD/$build:${LD_LIBRARY_PATH:-}" env $settings timeout "${BENCH_TIMEOUT:-120}" "$build/qlm" bench-linear --device "${DEVICE:-cuda}" \
       --dtype "${DTYPE:-bf16}" ${FORMAT:---format gptq --bits 4 --group 128} --k "$k" --n "$n" \
       --m "${MS:-1,4,8,16,32,64,128,256}" --iters "${ITERS:-10}" --json >"$OUT/last.jsonl" 2>"$OUT/last_err.txt" ||
       echo "$k x $n $name: bench-linear failed: $(tail -1 "$OUT/last_err.txt")" | tee -a "$S"
