@@ -265,7 +265,7 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
     const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(s).weights, true);
     ASSERT_TRUE(cuda::wna16_wgmma_stages_in_one_group(L.tiles_per_group, L.k_tiles)) << testing::wna16_spec_str(s);
   }
-  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) {
@@ -274,7 +274,7 @@ TEST_F(CudaWna16FastTest, WgmmaOneGroupLoop) {
     }
   }
   set_wna16_wgmma_one_group(0);
-  for (int tile : {0, 1, 5, 6, 9, 10, 11}) {
+  for (int tile : {0, 1, 5, 6, 9, 10, 11, 12}) {
     SCOPED_TRACE(fmt::format("general loop, tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) check(s, DType::BF16, {2, 40, 129}, Wna16FastPath::Wgmma);
@@ -294,7 +294,7 @@ TEST_F(CudaWna16FastTest, WgmmaPairs) {
       {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 64},  // the general loop
   };
   const Wna16FastLayout L = pack_wna16_fast(testing::random_wna16(specs[0]).weights, true);
-  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     // What the device holds at once (the pairs' grid; printed for the notes): clusters of 2 vs blocks / 2.
     const int pairs = wna16_wgmma_resident_clusters(L.k_tiles, L.n_blocks, L.tiles_per_group, true, tile, 2);
@@ -330,7 +330,7 @@ TEST_F(CudaWna16FastTest, WgmmaProducers) {
   };
   for (int producers : {1, 2, 3, 4}) {
     set_wna16_wgmma_producers(producers);
-    for (int tile : {0, 6, 7, 8, 9, 10, 11}) {
+    for (int tile : {0, 6, 7, 8, 9, 10, 11, 12}) {
       SCOPED_TRACE(fmt::format("producers {}, tile {}", producers, tile));
       set_wna16_wgmma_tile(tile);
       for (const auto& s : specs) {
@@ -355,7 +355,7 @@ TEST_F(CudaWna16FastTest, WgmmaNaturalX) {
   };
   for (int natural : {1, 0}) {
     set_wna16_wgmma_natural_x(natural);
-    for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
+    for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
       SCOPED_TRACE(fmt::format("natural x {}, tile {}", natural, tile));
       set_wna16_wgmma_tile(tile);
       for (const auto& s : specs) check(s, DType::BF16, {1, 33, 64, 129}, Wna16FastPath::Wgmma);
@@ -386,7 +386,7 @@ TEST_F(CudaWna16FastTest, FenceFixup) {
       {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 93},
       {.bits = 4, .K = 2048, .N = 333, .group_size = 32, .zero_points = true, .seed = 94},
   };
-  for (int tile : {1, 6, 8, 9, 10}) {
+  for (int tile : {1, 6, 8, 9, 10, 12}) {
     SCOPED_TRACE(fmt::format("tile {}", tile));
     set_wna16_wgmma_tile(tile);
     for (const auto& s : specs) check(s, DType::BF16, {33, 64, 129, 300}, Wna16FastPath::Wgmma);

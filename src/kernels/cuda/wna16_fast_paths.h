@@ -25,6 +25,8 @@ namespace cuda {
 // tokens on layers of >= 7.5e7 weights, 10 there on 70b.o-sized layers (N >= 8192) and under 3e7 weights on
 // N <= 4096; 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers and where its tiles go whole);
 // 3 and 5 where the stream kernel is turned off (9-16 tokens); 0, 1, 2, 4 and 7 only when forced (QLM_WGMMA_TILE=i).
+// Entry 12 (256 x 128: each consumer warpgroup one m64n256k16 per k-tile, half the dequantization per MMA of the
+// 128 x 256 tile, twice its x per weight; 3 stages of 73-76 KB) is forced-only until measured (notes v7p).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }
@@ -37,8 +39,9 @@ constexpr bool wna16_wgmma_stages_in_one_group(int64_t tiles_per_group, int64_t 
   return tiles_per_group % kWna16WgmmaStageTiles == 0 || tiles_per_group >= k_tiles;
 }
 inline constexpr Wna16WgmmaTile kWna16WgmmaTiles[] = {
-    {64, 2, 1, 1, 2},  {64, 1, 2, 1, 2}, {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2},  {32, 2, 2, 1, 2}, {16, 1, 3, 1, 2},
-    {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2}, {64, 2, 1, 4, 3},  {128, 1, 1, 4, 3}, {64, 1, 2, 2, 2}, {32, 2, 2, 2, 2}};
+    {64, 2, 1, 1, 2}, {64, 1, 2, 1, 2},  {128, 1, 1, 1, 2}, {16, 2, 2, 1, 2}, {32, 2, 2, 1, 2},
+    {16, 1, 3, 1, 2}, {128, 2, 1, 4, 2}, {64, 4, 1, 4, 2},  {64, 2, 1, 4, 3}, {128, 1, 1, 4, 3},
+    {64, 1, 2, 2, 2}, {32, 2, 2, 2, 2},  {256, 1, 1, 4, 2}};
 }  // namespace cuda
 
 enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4, Wgmma = 5 };

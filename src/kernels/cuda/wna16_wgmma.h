@@ -1,7 +1,7 @@
 // The wgmma GEMM of `cuda_wna16_fast` for 4-bit weights on sm_90a (src/kernels/cuda/sm90a/wna16_wgmma*):
 // y^T = W^T x^T with `wgmma.mma_async` m64nNk16, the dequantized weights the register A operand (one
 // 16-row slice per warp, the v1 conversion), the tokens the shared-memory B operand (128-byte swizzle),
-// N = 16 to 128 tokens per tile (kWna16WgmmaTiles). Built with the other sm_90a kernels (when the CUTLASS
+// N = 16 to 256 tokens per tile (kWna16WgmmaTiles). Built with the other sm_90a kernels (when the CUTLASS
 // headers are present, cmake/Cutlass.cmake); wna16_wgmma_built() says whether it is.
 //
 // Weights: the fast layout itself (wna16_fast_layout.h; no second copy): warp j of a warpgroup reads

@@ -64,7 +64,7 @@ cudaError_t launch_wna16_wgmma_permute_x(const void* x, int64_t M, int64_t ldx, 
 
 bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
   if (w.bits != 4 || !tensor_maps_available()) return false;
-  static_assert(std::size(kWna16WgmmaTiles) == 12);
+  static_assert(std::size(kWna16WgmmaTiles) == 13);
   switch (tile) {
     case 0: return wgmma_tile0_usable(w);
     case 1: return wgmma_tile1_usable(w);
@@ -78,6 +78,7 @@ bool wna16_wgmma_usable(const Wna16FastArgs& w, int tile) {
     case 9: return wgmma_tile9_usable(w);
     case 10: return wgmma_tile10_usable(w);
     case 11: return wgmma_tile11_usable(w);
+    case 12: return wgmma_tile12_usable(w);
     default: return false;
   }
 }
@@ -118,6 +119,7 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
     case 9: return wgmma_tile9_max_clusters(w, pair);
     case 10: return wgmma_tile10_max_clusters(w, pair);
     case 11: return wgmma_tile11_max_clusters(w, pair);
+    case 12: return wgmma_tile12_max_clusters(w, pair);
     default: return 0;
   }
 }
@@ -155,6 +157,7 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
     case 9: return wgmma_tile9_launch(c);
     case 10: return wgmma_tile10_launch(c);
     case 11: return wgmma_tile11_launch(c);
+    case 12: return wgmma_tile12_launch(c);
     default: return cudaErrorInvalidValue;
   }
 }
