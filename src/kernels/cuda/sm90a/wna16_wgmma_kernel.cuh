@@ -108,112 +108,59 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 
 // wgmma m64nNk16, f32 accumulators (d += A B), A from registers, B K-major from shared memory; one
 // function per shape and element type (TY: "bf16" or "f16"); N = 16 and 32 for the small token tiles, 256 for
-// the 256-token tile.
-#define QLM_WGMMA_M64N16K16(NAME, TY)                                                                    \
-  __device__ __forceinline__ void NAME(float(&d)[8], const uint32_t(&a)[4], uint64_t desc_b) {           \
-    asm volatile(                                                                                        \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                       \
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY                                          \
-        " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                   \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                      \
+// the 256-token tile. The N / 2 accumulators are the asm's first operands (%0 up, QLM_WGMMA_R<count> lists them
+// in the instruction, QLM_WGMMA_D<count> binds them), then A's four registers and B's descriptor (A_REGS, DESC).
+#define QLM_WGMMA_D8(B)                                                                                       \
+  "+f"(d[B]), "+f"(d[B + 1]), "+f"(d[B + 2]), "+f"(d[B + 3]), "+f"(d[B + 4]), "+f"(d[B + 5]), "+f"(d[B + 6]), \
+      "+f"(d[B + 7])
+#define QLM_WGMMA_D16(B) QLM_WGMMA_D8(B), QLM_WGMMA_D8(B + 8)
+#define QLM_WGMMA_D32(B) QLM_WGMMA_D16(B), QLM_WGMMA_D16(B + 16)
+#define QLM_WGMMA_D64(B) QLM_WGMMA_D32(B), QLM_WGMMA_D32(B + 32)
+#define QLM_WGMMA_D128(B) QLM_WGMMA_D64(B), QLM_WGMMA_D64(B + 64)
+#define QLM_WGMMA_R8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define QLM_WGMMA_R16 QLM_WGMMA_R8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define QLM_WGMMA_R32 QLM_WGMMA_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define QLM_WGMMA_R64                                                                \
+  QLM_WGMMA_R32                                                                      \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" \
+  ", %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define QLM_WGMMA_R128                                                                           \
+  QLM_WGMMA_R64                                                                                  \
+  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"             \
+  ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"             \
+  ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" \
+  ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define QLM_WGMMA_RS(NAME, N, TY, ACC, A_REGS, DESC)                                             \
+  __device__ __forceinline__ void NAME(float(&d)[ACC], const uint32_t(&a)[4], uint64_t desc_b) { \
+    asm volatile(                                                                                \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                               \
+        "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" QLM_WGMMA_R##ACC        \
+        "}, "                                                                                    \
+        "{" A_REGS "}, " DESC ", p, 1, 1, 0;\n}\n"                                               \
+        : QLM_WGMMA_D##ACC(0)                                                                    \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                              \
   }
-#define QLM_WGMMA_M64N32K16(NAME, TY)                                                                                 \
-  __device__ __forceinline__ void NAME(float(&d)[16], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY                                                       \
-        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                   \
-        "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                                                 \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                    \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-#define QLM_WGMMA_M64N64K16(NAME, TY)                                                                                 \
-  __device__ __forceinline__ void NAME(float(&d)[32], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                                       \
-        " {"                                                                                                          \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                              \
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                   \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-#define QLM_WGMMA_M64N128K16(NAME, TY)                                                                                \
-  __device__ __forceinline__ void NAME(float(&d)[64], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                     \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                    \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY                                                      \
-        " {"                                                                                                          \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                            \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                            \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                              \
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),     \
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),     \
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),     \
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                   \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                   \
-  }
-#define QLM_WGMMA_M64N256K16(NAME, TY)                                                                                 \
-  __device__ __forceinline__ void NAME(float(&d)[128], const uint32_t(&a)[4], uint64_t desc_b) {                       \
-    asm volatile(                                                                                                      \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                                     \
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY                                                       \
-        " {"                                                                                                           \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                       \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                             \
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                             \
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                             \
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                 \
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"               \
-        "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                                                          \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),      \
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),      \
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),      \
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),      \
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),      \
-          "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),      \
-          "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]),      \
-          "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]),      \
-          "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]),      \
-          "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), \
-          "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),            \
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),            \
-          "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),            \
-          "+f"(d[126]), "+f"(d[127])                                                                                   \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                                    \
-  }
-QLM_WGMMA_M64N16K16(wgmma_m64n16k16_bf16, "bf16")
-QLM_WGMMA_M64N16K16(wgmma_m64n16k16_f16, "f16")
-QLM_WGMMA_M64N32K16(wgmma_m64n32k16_bf16, "bf16")
-QLM_WGMMA_M64N32K16(wgmma_m64n32k16_f16, "f16")
-QLM_WGMMA_M64N64K16(wgmma_m64n64k16_bf16, "bf16")
-QLM_WGMMA_M64N64K16(wgmma_m64n64k16_f16, "f16")
-QLM_WGMMA_M64N128K16(wgmma_m64n128k16_bf16, "bf16")
-QLM_WGMMA_M64N128K16(wgmma_m64n128k16_f16, "f16")
-QLM_WGMMA_M64N256K16(wgmma_m64n256k16_bf16, "bf16")
-QLM_WGMMA_M64N256K16(wgmma_m64n256k16_f16, "f16")
-#undef QLM_WGMMA_M64N16K16
-#undef QLM_WGMMA_M64N32K16
-#undef QLM_WGMMA_M64N64K16
-#undef QLM_WGMMA_M64N128K16
-#undef QLM_WGMMA_M64N256K16
+QLM_WGMMA_RS(wgmma_m64n16k16_bf16, 16, "bf16", 8, "%8, %9, %10, %11", "%12")
+QLM_WGMMA_RS(wgmma_m64n16k16_f16, 16, "f16", 8, "%8, %9, %10, %11", "%12")
+QLM_WGMMA_RS(wgmma_m64n32k16_bf16, 32, "bf16", 16, "%16, %17, %18, %19", "%20")
+QLM_WGMMA_RS(wgmma_m64n32k16_f16, 32, "f16", 16, "%16, %17, %18, %19", "%20")
+QLM_WGMMA_RS(wgmma_m64n64k16_bf16, 64, "bf16", 32, "%32, %33, %34, %35", "%36")
+QLM_WGMMA_RS(wgmma_m64n64k16_f16, 64, "f16", 32, "%32, %33, %34, %35", "%36")
+QLM_WGMMA_RS(wgmma_m64n128k16_bf16, 128, "bf16", 64, "%64, %65, %66, %67", "%68")
+QLM_WGMMA_RS(wgmma_m64n128k16_f16, 128, "f16", 64, "%64, %65, %66, %67", "%68")
+QLM_WGMMA_RS(wgmma_m64n256k16_bf16, 256, "bf16", 128, "%128, %129, %130, %131", "%132")
+QLM_WGMMA_RS(wgmma_m64n256k16_f16, 256, "f16", 128, "%128, %129, %130, %131", "%132")
+#undef QLM_WGMMA_RS
+#undef QLM_WGMMA_D8
+#undef QLM_WGMMA_D16
+#undef QLM_WGMMA_D32
+#undef QLM_WGMMA_D64
+#undef QLM_WGMMA_D128
+#undef QLM_WGMMA_R8
+#undef QLM_WGMMA_R16
+#undef QLM_WGMMA_R32
+#undef QLM_WGMMA_R64
+#undef QLM_WGMMA_R128
 
 template <int TN, bool BF16>
 __device__ __forceinline__ void wgmma_rs(float (&d)[TN / 2], const uint32_t (&a)[4], uint64_t desc_b) {
