@@ -7,7 +7,11 @@ instructions that name symbols). The SASS of a kernel is compared instruction by
 offsets and branch targets (offsets inside the kernel) included. Prints each kernel that differs or exists on one side
 only, with both sides' instruction counts, registers and spills, then a summary; exits 1 if any kernel differs.
 
-usage: sass_diff.py BASE_STEM NEW_STEM
+A change that adds a defaulted template parameter renames every kernel; RENAME (`REGEX=>REPLACEMENT`, Python re syntax,
+applied to the new side's mangled names) maps them back, e.g. `(stream_kernelI(?:L[^E]+E){4})Lb0E=>\\1` drops a fifth
+`bool` argument that is false.
+
+usage: sass_diff.py BASE_STEM NEW_STEM [RENAME]
 """
 import re
 import subprocess
@@ -17,15 +21,17 @@ ANON = re.compile(r"GLOBAL__N__[0-9a-f]+_")
 RAW = {}  # matched name -> a mangled name as compiled (for c++filt)
 
 
-def per_kernel(path, header, read):
+def per_kernel(path, header, read, rename=None):
     """{kernel: value}: `header` (a regex whose group 1 is the mangled name) starts a kernel's lines, read(line, value)
-    folds each of its lines into the value (a fresh dict)."""
+    folds each of its lines into the value (a fresh dict); rename (pattern, replacement) maps the names."""
     out, name = {}, None
     with open(path) as f:
         for line in f:
             m = re.search(header, line)
             if m:
                 name = ANON.sub("GLOBAL__N__", m.group(1))
+                if rename:
+                    name = re.sub(rename[0], rename[1], name)
                 RAW.setdefault(name, m.group(1))
                 out[name] = {}
             elif name:
@@ -33,16 +39,16 @@ def per_kernel(path, header, read):
     return out
 
 
-def kernel_code(path):
+def kernel_code(path, rename=None):
     def read(line, value):
         m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
         if m:
             value.setdefault("code", []).append(ANON.sub("GLOBAL__N__", m.group(1)))
 
-    return {k: v.get("code", []) for k, v in per_kernel(path, r"^\s+Function : (\S+)", read).items()}
+    return {k: v.get("code", []) for k, v in per_kernel(path, r"^\s+Function : (\S+)", read, rename).items()}
 
 
-def kernel_resources(path):
+def kernel_resources(path, rename=None):
     def read(line, value):
         m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m:
@@ -51,7 +57,7 @@ def kernel_resources(path):
         if m:
             value["registers"] = int(m.group(1))
 
-    return per_kernel(path, r"Function properties for (\S+)", read)
+    return per_kernel(path, r"Function properties for (\S+)", read, rename)
 
 
 def readable(name):
@@ -70,11 +76,14 @@ def describe(code, res, name):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    base_stem, new_stem = sys.argv[1:]
-    base, new = kernel_code(base_stem + ".sass"), kernel_code(new_stem + ".sass")
-    base_res, new_res = kernel_resources(base_stem + ".ptxas"), kernel_resources(new_stem + ".ptxas")
+    base_stem, new_stem = sys.argv[1:3]
+    rename = tuple(sys.argv[3].split("=>", 1)) if len(sys.argv) == 4 and sys.argv[3] else None
+    if rename is not None and len(rename) != 2:
+        sys.exit("RENAME must be REGEX=>REPLACEMENT")
+    base, new = kernel_code(base_stem + ".sass"), kernel_code(new_stem + ".sass", rename)
+    base_res, new_res = kernel_resources(base_stem + ".ptxas"), kernel_resources(new_stem + ".ptxas", rename)
     identical = differ = 0
     for name in sorted(set(base) | set(new)):
         if name not in new or name not in base:

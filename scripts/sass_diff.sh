@@ -10,7 +10,8 @@
 # Usage: scripts/sass_diff.sh REV SOURCE.cu [SOURCE.cu ...]
 #   e.g. scripts/sass_diff.sh HEAD src/kernels/cuda/wna16_stream_kernels.cu src/kernels/cuda/sm90a/wna16_wgmma_tiles_a.cu
 # Env:   ARCH (as sass_stats.sh), KEEP=dir (keep the cubins, SASS and ptxas reports there), JOBS (parallel compiles,
-#        default 2)
+#        default 2), RENAME='REGEX=>REPLACEMENT' (the new side's mangled names mapped back, for a change that adds a
+#        defaulted template parameter; scripts/sass_diff.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 2 ]] || { sed -n '2,13p' "$0"; exit 2; }
@@ -48,6 +49,6 @@ status=0
 for src in "$@"; do
   stem=$(basename "$src" .cu)
   echo "== $src (working tree vs $rev)"
-  python3 scripts/sass_diff.py "$dir/base/$stem" "$dir/new/$stem" || status=1
+  python3 scripts/sass_diff.py "$dir/base/$stem" "$dir/new/$stem" "${RENAME:-}" || status=1
 done
 exit $status
