@@ -41,6 +41,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
+    set_wna16_stream_x_ring(-1);
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
   }
@@ -221,6 +222,29 @@ TEST_F(CudaWna16FastTest, StreamProducerWarps) {
     }
   }
   check(specs[0], DType::F16, {2, 12}, Wna16FastPath::Stream);
+}
+
+// The two-m-tile kernel with its x ring (12 consumer warps reading x from a ring of its own, off by default until
+// measured): M = 9-16 on g128 (the one-group path that reads x after releasing the stage), g32 with zero points and
+// act-order and odd groups (the paths that release both at the end), one to three producers, the default ring (6),
+// the shallowest (3) and the deepest that fits under a cap of 12 (9 stages and 12 x slots on the g128 layer); one
+// m-tile and 8-bit beside it unchanged.
+TEST_F(CudaWna16FastTest, StreamXRing) {
+  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  set_wna16_stream_x_ring(1);
+  const std::vector<Wna16Spec> specs = stream_specs(111);
+  for (int producers : {1, 2, 3}) {
+    for (int cap : {0, 3, 12}) {
+      SCOPED_TRACE(fmt::format("x ring, producers {}, ring cap {}", producers, cap));
+      set_wna16_stream_producers(producers);
+      set_wna16_stream_max_stages(cap);
+      for (const auto& s : specs) check(s, DType::BF16, {9, 11, 16}, Wna16FastPath::Stream);
+    }
+  }
+  set_wna16_stream_producers(0);
+  set_wna16_stream_max_stages(0);
+  for (const auto& s : specs) check(s, DType::BF16, {1, 5, 13, 17}, Wna16FastPath::Stream);
+  check(specs[0], DType::F16, {10, 16}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile
