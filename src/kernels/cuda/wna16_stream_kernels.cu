@@ -189,9 +189,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR>::kMaxThreads, 1)
         // Stage i's x slot; its previous stage there (i - x_slots) has left it once its warps arrived on x_empty
         // (ring_side_slots: always before this stage's code slot came free).
         if (x_rows) {
-          const int64_t i = c.tile * per_tile + c.j - q_begin;
-          const int xs = static_cast<int>(i % x_slots);
-          const int64_t use = i / x_slots;
+          // 32-bit: a block's stages number well below 2^31, and a 64-bit division per stage once paced this warp.
+          const int i = static_cast<int>(c.tile * per_tile + c.j - q_begin);
+          const int xs = i % x_slots, use = i / x_slots;
           if (use > 0) mbar_wait(x_empty0 + 8 * xs, static_cast<uint32_t>((use - 1) & 1));
           const uint32_t x_dst = sbase + stages * stage_bytes + xs * x_slot_bytes;
           if (box && lane == 0) tensor_load_2d(x_dst, &xmap, static_cast<int>(k0 * 16), 0, bar);
