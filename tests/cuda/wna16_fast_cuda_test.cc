@@ -42,6 +42,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
     set_wna16_stream_x_ring(-1);
+    set_wna16_stream_l2_ahead(-1);
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
   }
@@ -245,6 +246,21 @@ TEST_F(CudaWna16FastTest, StreamXRing) {
   set_wna16_stream_max_stages(0);
   for (const auto& s : specs) check(s, DType::BF16, {1, 5, 13, 17}, Wna16FastPath::Stream);
   check(specs[0], DType::F16, {10, 16}, Wna16FastPath::Stream);
+}
+
+// The stream kernel's producers requesting the codes of stages past the first ring into L2 before the wait for the
+// previous kernel (a hint, off by default until measured): a few stages, more than a block has (every stage of its
+// share, past the layer's last), one to four m-tiles, the x ring too; the results must not change.
+TEST_F(CudaWna16FastTest, StreamL2Ahead) {
+  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  const std::vector<Wna16Spec> specs = stream_specs(121);
+  for (int ahead : {4, 64}) {
+    SCOPED_TRACE(fmt::format("l2 ahead {}", ahead));
+    set_wna16_stream_l2_ahead(ahead);
+    for (const auto& s : specs) check(s, DType::BF16, {1, 8, 16, 17, 32}, Wna16FastPath::Stream);
+  }
+  set_wna16_stream_x_ring(1);
+  check(specs[0], DType::BF16, {12, 16}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile

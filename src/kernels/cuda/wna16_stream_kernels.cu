@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
-                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
+                  const float* __restrict__ bias, uint16_t* __restrict__ y, int l2_ahead) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
   static_assert(StreamShape<BITS, MT, XR>::kStageWarps >= 1 &&
                 StreamShape<BITS, MT, XR>::kStageWarps <= StreamShape<BITS, MT, XR>::kConsumerWarps);
@@ -203,10 +203,18 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR>::kMaxThreads, 1)
           bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
       }
     };
+    // The codes of a stage beyond the first ring, asked of L2 (l2_ahead of them, before the wait).
+    const auto prefetch_stage = [&](const StageCursor& c) {
+      const int64_t k0 = c.j * KS, nb0 = c.tile * kWN;
+      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
+      const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
+      if (lane < nvalid) bulk_prefetch_l2(codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), nkt * V * 512);
+    };
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
-    // before the wait for the previous kernel, whose output x may be, their x rows after.
+    // (and l2_ahead more stages' codes into L2) before the wait for the previous kernel, whose output x may be, their
+    // x rows after.
     produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage, warp - kConsumerWarps,
-                   static_cast<int>(blockDim.x / 32) - kConsumerWarps);
+                   static_cast<int>(blockDim.x / 32) - kConsumerWarps, l2_ahead, prefetch_stage);
     return;
   }
 
@@ -572,6 +580,15 @@ bool stream_x_ring() {
   return set >= 0 ? set == 1 : env == 1;
 }
 
+// Stages past the first ring whose codes each producer requests into L2 before waiting for the previous kernel
+// (programmatic dependent launch): the tests' override (set_wna16_stream_l2_ahead), else QLM_W4FAST_STREAM_L2_AHEAD
+// (0-64), else 0 (off until measured).
+int stream_l2_ahead() {
+  static const int64_t env = env_int("QLM_W4FAST_STREAM_L2_AHEAD", 0);
+  const int set = wna16_stream_l2_ahead_override();
+  return static_cast<int>(std::clamp<int64_t>(set >= 0 ? set : env, 0, 64));
+}
+
 template <int BITS, bool BF16, int MT, bool ZP, bool XR = false>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
@@ -596,7 +613,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
                                       static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
-                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y));
+                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y), stream_l2_ahead());
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
