@@ -41,8 +41,10 @@ Problem make_problem(W8Type type, WeightScaleKind ws, ActScheme act, bool sym, i
   p.w.N = N;
   p.w.codes = Tensor::empty({N, K}, type == W8Type::Int8 ? DType::I8 : DType::F8_E4M3);
   for (int64_t i = 0; i < N * K; ++i) {
-    if (type == W8Type::Int8) p.w.codes.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-    else p.w.codes.data<uint8_t>()[i] = f32_to_e4m3(u(rng) * 300.f);
+    if (type == W8Type::Int8)
+      p.w.codes.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+    else
+      p.w.codes.data<uint8_t>()[i] = f32_to_e4m3(u(rng) * 300.f);
   }
   switch (ws) {
     case WeightScaleKind::Tensor: p.w.weight_scale = Tensor::from_vector(std::vector<float>{0.0123f}, {1}); break;
@@ -113,7 +115,8 @@ std::vector<double> reference(const Problem& p, const std::vector<float>* bias) 
   return y;
 }
 
-std::vector<float> run_kernel(const ScaledMMKernelRegistry::Entry& e, const Problem& p, const std::vector<float>* bias) {
+std::vector<float> run_kernel(const ScaledMMKernelRegistry::Entry& e, const Problem& p,
+                              const std::vector<float>* bias) {
   auto k = e.create(p.c);
   ScaledMMWeights w = p.w;
   w.codes = p.w.codes.clone();
@@ -215,8 +218,8 @@ TEST(ScaledMMInt8, ExtremeCodesStayExact) {
   p.w.weight_scale = Tensor::from_vector(std::vector<float>{1.0f}, {1});
   p.w.input_scale = 1.0f;
   for (int64_t k = 0; k < 2048; ++k) {
-    p.x[k] = -1000.f;       // clamps to -128
-    p.x[2048 + k] = 1000.f; // clamps to 127
+    p.x[k] = -1000.f;        // clamps to -128
+    p.x[2048 + k] = 1000.f;  // clamps to 127
     p.x[4096 + k] = (k % 2) ? 127.f : -128.f;
   }
   for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
@@ -228,10 +231,27 @@ TEST(ScaledMMInt8, ExtremeCodesStayExact) {
   }
 }
 
-// Unaligned block shards: local column 0 at global k = phase inside a block.
+// A NaN code in the checkpoint (0x7F / 0xFF) reaches the output of its column on every CPU FP8 kernel, as the
+// float values would make it (no conversion may turn it into a finite weight), and the other columns stay finite.
+TEST(ScaledMMFp8, NanCodesReachTheirColumns) {
+  for (uint8_t nan : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+    Problem p = make_problem(W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::None, true, 3, 20, 64, 13);
+    p.w.codes.data<uint8_t>()[7 * 64 + 5] = nan;
+    for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
+      if (e.device != DeviceType::CPU || e.can_implement(p.c)) continue;
+      const std::vector<float> y = run_kernel(e, p, nullptr);
+      for (int64_t m = 0; m < 3; ++m)
+        for (int64_t n = 0; n < 20; ++n)
+          EXPECT_EQ(std::isnan(y[static_cast<size_t>(m * 20 + n)]), n == 7) << e.name << " m=" << m << " n=" << n;
+    }
+  }
+}
+
+// Unaligned block shards: local column 0 at global k = phase inside a block.// Unaligned block shards: local column 0
+// at global k = phase inside a block.
 TEST(ScaledMMFp8, BlockScalesWithPhase) {
-  Problem p = make_problem(W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup, true, 5, 40, 100, 3,
-                           32, 20);
+  Problem p =
+      make_problem(W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup, true, 5, 40, 100, 3, 32, 20);
   const std::vector<double> ref = reference(p, nullptr);
   for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
     if (e.can_implement(p.c)) continue;
