@@ -71,7 +71,8 @@ struct StreamShape {
   // slots after the stages) so that a warp copies only the codes to registers before releasing a stage and reads its
   // x fragments during the math: the registers the 8-warp kernel spends on a stage's x (32 per thread) pay for the
   // third warp group (notes v7p; forced only, QLM_W4FAST_STREAM_XRING=1, until measured).
-  static_assert(!XR || (BITS == 4 && MT == 2), "the x ring serves the two-m-tile late kernel");
+  static constexpr bool kXRingFits = BITS == 4 && MT == 2;  // the kernels that have an XR twin
+  static_assert(!XR || kXRingFits, "the x ring serves the two-m-tile late kernel");
   // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
   // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
   // instructions per scheduler and cycle); without late scaling, at two m-tiles 16 warps were 10-35 % faster
@@ -593,7 +594,7 @@ template <int BITS, bool BF16, int MT, bool ZP, bool XR = false>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
                    cudaStream_t stream) {
-  if constexpr (!XR && StreamShape<BITS, MT, false>::kLate && MT == 2) {
+  if constexpr (!XR && StreamShape<BITS, MT>::kXRingFits) {
     if (stream_x_ring())
       return launch<BITS, BF16, MT, ZP, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl, x_boxes,
                                               stream);
@@ -637,7 +638,7 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        if constexpr (StreamShape<V::kBits, V::kMt>::kLate && V::kMt == 2) {
+        if constexpr (StreamShape<V::kBits, V::kMt>::kXRingFits) {
           if (stream_x_ring())
             return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, true>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
         }
