@@ -1,13 +1,15 @@
 // CPU linear-layer benchmarks: the int4 g128 W4A16 layer K=14336 x N=4096 (Llama-3-8B down_proj)
-// at M = 1, 8, 512, the same shape in dense fp32 for comparison, and the memory read bandwidth the
-// M=1 weight stream is compared against. Threads: QLM_THREADS (default: all available cores).
-// Calls cycle through kCopies copies of the layer (124 MB of int4 weights, beyond the 32 MiB L3),
-// so weights stream from memory as in a model. Counters: gflops (2*M*N*K per second), weight_gbps (prepared weight bytes per second),
-// read_gbps (read benchmark).
+// at M = 1, 8, 512 on the selector's kernel and on the float cpu_fast_avx512, the same shape in dense fp32 for
+// comparison, and the memory read bandwidth the M=1 weight stream is compared against. Threads: QLM_THREADS (default:
+// all available cores). Calls cycle through kCopies copies of the layer (124 MB of int4 weights, beyond the 32 MiB L3),
+// so weights stream from memory as in a model. Counters: gflops (2*M*N*K per second), weight_gbps (prepared weight
+// bytes per second), read_gbps (read benchmark).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -38,10 +40,12 @@ void set_counters(benchmark::State& state, int64_t M, size_t weight_bytes, const
   state.SetLabel(kernel);
 }
 
-void BM_W4A16_G128(benchmark::State& state) {
+// The W4A16 layer on the kernel `backend` selects ("auto": the selector's first choice).
+void run_w4a16(benchmark::State& state, const char* backend) {
   set_compute_threads(bench_threads());
   const int64_t M = state.range(0);
-  static std::vector<std::unique_ptr<MPLinearKernel>> kernels;  // prepared once for every M
+  static std::map<std::string, std::vector<std::unique_ptr<MPLinearKernel>>> prepared;  // once for every M
+  auto& kernels = prepared[backend];
   if (kernels.empty()) {
     WNA16Weights w = random_wna16_weights({.bits = 4, .K = kK, .N = kN, .group_size = 128, .seed = 3});
     MPLinearLayerConfig cfg;
@@ -49,7 +53,8 @@ void BM_W4A16_G128(benchmark::State& state) {
     cfg.N = cfg.N_p = kN;
     cfg.weight_type = w.weight_type;
     cfg.group_size = 128;
-    auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "auto", "mixed-precision linear", "bench");
+    auto [entry, sel] =
+        MPKernelRegistry::instance().select(cfg, DeviceType::CPU, backend, "mixed-precision linear", "bench");
     for (int c = 0; c < kCopies; ++c) {
       kernels.push_back(entry->create(cfg));
       kernels.back()->prepare(w);
@@ -64,7 +69,19 @@ void BM_W4A16_G128(benchmark::State& state) {
   }
   set_counters(state, M, kernels.front()->weight_bytes(), kernels.front()->name());
 }
+
+void BM_W4A16_G128(benchmark::State& state) { run_w4a16(state, "auto"); }
 BENCHMARK(BM_W4A16_G128)->Arg(1)->Arg(8)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(2.0);
+
+// The float kernel beside the VNNI one the selector prefers, measured in the same run.
+void BM_W4A16_G128_Float(benchmark::State& state) {
+  if (!cpu_features().avx512_vnni) {
+    state.SkipWithError("no AVX-512 VNNI: BM_W4A16_G128 already runs the float kernel");
+    return;
+  }
+  run_w4a16(state, "cpu_fast_avx512");
+}
+BENCHMARK(BM_W4A16_G128_Float)->Arg(1)->Arg(8)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(2.0);
 
 void BM_DenseF32(benchmark::State& state) {
   set_compute_threads(bench_threads());
@@ -108,9 +125,8 @@ void BM_ReadBandwidth(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(sums.data());
   }
-  state.counters["read_gbps"] =
-      benchmark::Counter(static_cast<double>(kCount * sizeof(float)) * state.iterations() * 1e-9,
-                         benchmark::Counter::kIsRate);
+  state.counters["read_gbps"] = benchmark::Counter(
+      static_cast<double>(kCount * sizeof(float)) * state.iterations() * 1e-9, benchmark::Counter::kIsRate);
   state.counters["threads"] = pool.threads();
 }
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);

@@ -36,6 +36,15 @@ for m in 1 8 512; do
   run --format gptq --bits 8 --group -1 --k 14336 --n 4096 --m $m --iters $iters
   run --format bf16 --k 14336 --n 4096 --m $m --iters $iters
 done
+# The float kernel on the same layer, beside the VNNI kernel the selector prefers where it exists.
+if grep -qw avx512_vnni /proc/cpuinfo; then
+  for m in 1 8 512; do
+    iters=20
+    [[ $m == 512 ]] && iters=3
+    run --format gptq --bits 4 --group 128 --k 14336 --n 4096 --m $m --iters $iters --kernel cpu_fast_avx512
+    run --format gptq --bits 8 --group -1 --k 14336 --n 4096 --m $m --iters $iters --kernel cpu_fast_avx512
+  done
+fi
 run --format gptq --bits 4 --group 128 --k 4096 --n 4096 --m 1 --iters 50
 run --format gptq --bits 4 --group 128 --k 4096 --n 14336 --m 1 --iters 20
 run --format gptq --bits 3 --group 128 --k 4096 --n 4096 --m 1 --iters 20 --kernel cpu_fast

@@ -23,7 +23,7 @@ def gbench_rows(data, prefix):
     rows = {}
     for b in data["google_benchmark"]["benchmarks"]:
         name = b["name"]
-        if not name.startswith(prefix + "/"):
+        if not name.startswith(prefix + "/") or b.get("error_occurred"):
             continue
         arg = int(name.split("/")[1])
         rows[arg] = b
@@ -60,14 +60,19 @@ def render(data):
             "table at the end is the dependable part; re-run `scripts/bench_cpu.sh` on an idle machine.\n"
         )
     out.append(
-        "Kernels: `cpu_fast_avx512` (W4A16 and other WNA16) and `cpu_fast_dense` repack weights once into "
-        "32-column tiles that stream sequentially (codes in 32-bit words along K, f32 group scales, exact "
-        "zero points, act-order by sorting rows into groups). M <= 8 decodes the codes in registers "
-        "(shift + one `vpternlogd` gives the float 1 + code/16) and accumulates per group in f32; larger M "
-        "dequantizes a 128 x 32 f32 weight panel into L1 once and reuses it across all rows with a 14 x 32 "
-        "FMA microkernel. Activations stay f32 (normwise error <= 1e-5 against a float64 reference); "
-        "AVX-512 BF16/VNNI are not used because bf16 or int8 activations miss that tolerance. Benchmarks "
-        "cycle through several copies of the int4 layer (124 MB) so its weights stream from DRAM, not L3.\n"
+        "Kernels: `cpu_fast_avx512_vnni`, `cpu_fast_avx512` (W4A16 and other WNA16) and `cpu_fast_dense` repack "
+        "weights once into 32-column tiles that stream sequentially (codes in 32-bit words along K, f32 group "
+        "scales, exact zero points, act-order by sorting rows into groups). `cpu_fast_avx512_vnni` (chosen "
+        "where the CPU has AVX-512 VNNI) keeps the codes integer: it splits each activation row and scale "
+        "group exactly into three signed 8-bit limbs (x = s (x0 + x1/254 + x2/254^2), within 6e-8 of the "
+        "group's largest |x|), unpacks the code fields to bytes with one AND (or a shift and an AND) per 64 "
+        "codes and multiplies them with `vpdpbusd` into exact int32 sums per group, scaled once per group in "
+        "f32 (src/kernels/cpu/wna16_vnni.h). The float `cpu_fast_avx512` decodes the codes in registers at "
+        "M <= 8 (shift + one `vpternlogd` gives the float 1 + code/16, FMA per group in f32) and above that "
+        "dequantizes a 128 x 32 f32 weight panel into L1 once for a 14 x 32 FMA microkernel. Both stay within "
+        "a normwise error of 1e-5 of a float64 reference (bf16 activations or one 8-bit rounding would not). "
+        "Benchmarks cycle through several copies of the int4 layer (124 MB) so its weights stream from DRAM, "
+        "not L3.\n"
     )
     out.append("### Memory read bandwidth (STREAM-like sum over 256 MiB)\n")
     out.append("| threads | GB/s |\n|---|---|")
@@ -79,7 +84,9 @@ def render(data):
         "| M | kernel | µs | GFLOP/s | weight GB/s | % of read bandwidth | ggml q4_0 µs / GFLOP/s (2026-11-29) |"
     )
     out.append("|---|---|---|---|---|---|---|")
-    for m, b in sorted(gbench_rows(data, "BM_W4A16_G128").items()):
+    w4 = [(m, 0, b) for m, b in gbench_rows(data, "BM_W4A16_G128").items()]
+    w4 += [(m, 1, b) for m, b in gbench_rows(data, "BM_W4A16_G128_Float").items()]
+    for m, _, b in sorted(w4, key=lambda r: (r[0], r[1])):
         us = b["real_time"]
         pct = 100.0 * b["weight_gbps"] / bw_all if bw_all else None
         g = GGML_Q4_0.get(m)

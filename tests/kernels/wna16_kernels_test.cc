@@ -51,6 +51,7 @@ std::unique_ptr<MPLinearKernel> make_kernel(const std::string& name, const MPLin
 
 std::vector<std::string> fast_kernels() {
   std::vector<std::string> names;
+  if (cpu_features().avx512_vnni) names.push_back("cpu_fast_avx512_vnni");
   if (cpu_features().avx512) names.push_back("cpu_fast_avx512");
   if (cpu_features().avx2_fma) names.push_back("cpu_fast_avx2");
   return names;
@@ -141,7 +142,8 @@ std::vector<GridParam> grid() {
 INSTANTIATE_TEST_SUITE_P(All, Wna16KernelGrid, ::testing::ValuesIn(grid()),
                          [](const ::testing::TestParamInfo<GridParam>& info) {
                            const auto& p = info.param;
-                           return fmt::format("b{}_g{}_{}_{}", p.bits, p.group < 0 ? std::string("ch") : std::to_string(p.group),
+                           return fmt::format("b{}_g{}_{}_{}", p.bits,
+                                              p.group < 0 ? std::string("ch") : std::to_string(p.group),
                                               p.zp ? "zp" : "sym", p.act ? "act" : "seq");
                          });
 
@@ -163,9 +165,9 @@ TEST(Wna16KernelShapes, PaddedGroupsAndOddShapes) {
 
 // Large enough that the register (GEMV) path splits the tiles over both threads.
 TEST(Wna16KernelShapes, ThreadedGemv) {
-  check_all_kernels({.bits = 4, .K = 4096, .N = 300, .group_size = 128, .zero_points = true, .act_order = true,
-                     .seed = 10},
-                    {1, 3, 8, 9});
+  check_all_kernels(
+      {.bits = 4, .K = 4096, .N = 300, .group_size = 128, .zero_points = true, .act_order = true, .seed = 10},
+      {1, 3, 8, 9});
   check_all_kernels({.bits = 8, .K = 2048, .N = 130, .group_size = -1, .seed = 11}, {1, 2, 6});
 }
 
@@ -174,12 +176,15 @@ TEST(Wna16KernelSelection, FastKernelChosenFirstOnCpu) {
   const auto cfg = config_for(s);
   auto [entry, sel] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "auto", "mixed-precision linear", "l");
   ASSERT_TRUE(entry);
-  if (cpu_features().avx512) {
+  if (cpu_features().avx512_vnni) {
+    EXPECT_EQ(entry->name, "cpu_fast_avx512_vnni");
+  } else if (cpu_features().avx512) {
     EXPECT_EQ(entry->name, "cpu_fast_avx512");
   } else if (cpu_features().avx2_fma) {
     EXPECT_EQ(entry->name, "cpu_fast_avx2");
   }
-  auto [ref, sel2] = MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "cpu_ref", "mixed-precision linear", "l");
+  auto [ref, sel2] =
+      MPKernelRegistry::instance().select(cfg, DeviceType::CPU, "cpu_ref", "mixed-precision linear", "l");
   EXPECT_EQ(ref->name, "cpu_ref");
   EXPECT_EQ(cfg.describe(), "uint4b8 K_p=4096 N_p=1024 group=128 zp=no act_order=no act=F32");
 }
@@ -188,7 +193,7 @@ TEST(Wna16KernelSelection, RejectsCudaConfigsWithReasons) {
   Wna16Spec s{.bits = 4, .K = 256, .N = 256, .group_size = 128};
   auto cfg = config_for(s);
   cfg.device = Device::cuda();
-  for (const char* name : {"cpu_ref", "cpu_fast_avx512", "cpu_fast_avx2"}) {
+  for (const char* name : {"cpu_ref", "cpu_fast_avx512_vnni", "cpu_fast_avx512", "cpu_fast_avx2"}) {
     const auto* e = MPKernelRegistry::instance().find(name);
     ASSERT_TRUE(e) << name;
     EXPECT_TRUE(e->can_implement(cfg).has_value()) << name;
