@@ -37,13 +37,12 @@ __global__ void gather_kernel(const T* __restrict__ x, int64_t K, const int32_t*
 }
 
 // One block: 128 columns of one tile of up to MT rows of one expert, one K split. Lanes own 4
-// adjacent columns; the warps take consecutive chunk ranges and are summed in shared memory.
+// adjacent columns; the warps take consecutive chunk ranges (several chunks' loads in flight per
+// lane, as the linear GEMV: accumulate_chunks) and are summed in shared memory.
 template <int BITS, int MT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemm_kernel(MoeWna16Experts ex, const float* __restrict__ xf, int64_t stride, int64_t N, int64_t chunks_per_warp,
                 float* __restrict__ partial) {
-  constexpr int W = Chunk<BITS>::kWords;
-  constexpr int R = Chunk<BITS>::kRows;
   const int64_t tile = blockIdx.y;
   if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return;  // uniform: the whole block leaves
   const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
@@ -57,31 +56,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int64_t quad = blockIdx.x * int64_t{32} + lane;
   const int64_t c_begin = (blockIdx.z * int64_t{kGemvWarps} + warp) * chunks_per_warp;
   const int64_t c_end = min(c_begin + chunks_per_warp, w.chunks);
-  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
   const float* xt = xf + r0 * stride;
 
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
-
-  if (quad < quads) {
-    int g_cur = -1;
-    float s[4], zf[4];
-    for (int64_t c = c_begin; c < c_end; ++c) {
-      uint32_t q[4][W];
-#pragma unroll
-      for (int v = 0; v < W; ++v) {
-        const uint4 qv = __ldg(codes + (c * W + v) * quads + quad);
-        q[0][v] = qv.x, q[1][v] = qv.y, q[2][v] = qv.z, q[3][v] = qv.w;
-      }
-      const int g = __ldg(w.chunk_group + c);
-      if (g != g_cur) {
-        g_cur = g;
-        load_group(w, g_cur, quad * 4, s, zf);
-      }
-      accumulate_chunk<BITS, W, MT>(q, xt + c * R, stride, nrows, s, zf, acc);
-    }
-  }
+  if (quad < quads) accumulate_chunks<BITS, MT>(w, quad, quads, c_begin, c_end, xt, stride, nrows, acc);
 
   sum_warps<MT>(acc, [&](int m, int col, float sum) {
     const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;

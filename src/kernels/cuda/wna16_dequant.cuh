@@ -1,8 +1,8 @@
 // Device helpers of the WNA16 layout (kernels/cuda/wna16_layout.h) shared by the `cuda_wna16`
 // kernels and the grouped MoE kernel: chunk geometry, code fields, group scales and zero points,
-// conversions, the GEMV's per-chunk accumulation and its block reduction. Dequantization is exact up to one rounding: for a code c and zero z,
-// as_float(0x4B000000 | c) is 2^23 + c exactly, and subtracting the f32 2^23 + z (exact, as c, z < 256)
-// gives c - z exactly. For .cu files only.
+// conversions, the GEMV's per-chunk accumulation and its block reduction. Dequantization is exact up to one rounding:
+// for a code c and zero z, as_float(0x4B000000 | c) is 2^23 + c exactly, and subtracting the f32 2^23 + z (exact, as c,
+// z < 256) gives c - z exactly. For .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -83,9 +83,8 @@ __device__ __forceinline__ void load_group(const Wna16DeviceWeights& w, int g, i
 // acc[m][j] += t[m][j] * s[j]. x row m of the chunk starts at xc + m * stride (16-byte aligned);
 // rows m >= nrows read as zero (pass MT to read every row).
 template <int BITS, int W, int MT>
-__device__ __forceinline__ void accumulate_chunk(const uint32_t (&q)[4][W], const float* xc, int64_t stride,
-                                                 int nrows, const float (&s)[4], const float (&zf)[4],
-                                                 float (&acc)[MT][4]) {
+__device__ __forceinline__ void accumulate_chunk(const uint32_t (&q)[4][W], const float* xc, int64_t stride, int nrows,
+                                                 const float (&s)[4], const float (&zf)[4], float (&acc)[MT][4]) {
   constexpr int R = Chunk<BITS>::kRows;
   float t[MT][4];
 #pragma unroll
@@ -95,8 +94,8 @@ __device__ __forceinline__ void accumulate_chunk(const uint32_t (&q)[4][W], cons
     float x4[MT][4];
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      const float4 xv = m < nrows ? __ldg(reinterpret_cast<const float4*>(xc + m * stride + i))
-                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 xv =
+          m < nrows ? __ldg(reinterpret_cast<const float4*>(xc + m * stride + i)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       x4[m][0] = xv.x, x4[m][1] = xv.y, x4[m][2] = xv.z, x4[m][3] = xv.w;
     }
 #pragma unroll
@@ -112,6 +111,47 @@ __device__ __forceinline__ void accumulate_chunk(const uint32_t (&q)[4][W], cons
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[m][j] = fmaf(t[m][j], s[j], acc[m][j]);
+}
+
+// A lane's share of the split-K GEMV: chunks [c_begin, c_end) of its column quad (quad < quads)
+// accumulated into acc for the tile rows of xt (accumulate_chunk's stride and nrows). The words of
+// U chunks (4; 2 for 3-bit codes, whose chunks are larger) are loaded before any is used, so that
+// many 16-byte loads per lane are in flight.
+template <int BITS, int MT>
+__device__ __forceinline__ void accumulate_chunks(const Wna16DeviceWeights& w, int64_t quad, int64_t quads,
+                                                  int64_t c_begin, int64_t c_end, const float* xt, int64_t stride,
+                                                  int nrows, float (&acc)[MT][4]) {
+  constexpr int W = Chunk<BITS>::kWords;
+  constexpr int R = Chunk<BITS>::kRows;
+  constexpr int U = BITS == 3 ? 2 : 4;
+  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
+  int g_cur = -1;
+  float s[4], zf[4];
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += U) {
+    uint4 qv[U][W];
+    int g[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const bool ok = c0 + u < c_end;
+      g[u] = ok ? __ldg(w.chunk_group + c0 + u) : 0;
+#pragma unroll
+      for (int v = 0; v < W; ++v)
+        qv[u][v] = ok ? __ldg(codes + ((c0 + u) * W + v) * quads + quad) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c0 + u >= c_end) continue;  // uniform across the block
+      if (g[u] != g_cur) {
+        g_cur = g[u];
+        load_group(w, g_cur, quad * 4, s, zf);
+      }
+      uint32_t q[4][W];
+#pragma unroll
+      for (int v = 0; v < W; ++v)
+        q[0][v] = qv[u][v].x, q[1][v] = qv[u][v].y, q[2][v] = qv[u][v].z, q[3][v] = qv[u][v].w;
+      accumulate_chunk<BITS, W, MT>(q, xt + (c0 + u) * R, stride, nrows, s, zf, acc);
+    }
+  }
 }
 
 // The GEMV block's epilogue: the kGemvWarps warps' acc (lane L holds columns 4L..4L+3 of the

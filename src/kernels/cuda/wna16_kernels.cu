@@ -27,53 +27,21 @@ __global__ void gather_x_kernel(const T* __restrict__ x, int64_t M, int64_t K, i
 
 // One lane owns 4 adjacent columns (one 16-byte vector of every code row); the block's warps take
 // consecutive chunk ranges of the same 128 columns and are summed through shared memory
-// (accumulate_chunk and sum_warps, wna16_dequant.cuh).
+// (accumulate_chunks and sum_warps, wna16_dequant.cuh).
 template <int BITS, int M>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(Wna16DeviceWeights w, const float* __restrict__ xf, int64_t chunks_per_warp, float* __restrict__ partial) {
-  constexpr int W = Chunk<BITS>::kWords;
-  constexpr int R = Chunk<BITS>::kRows;
-  constexpr int U = BITS == 3 ? 2 : 4;  // chunks whose words are loaded before any is used
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(Wna16DeviceWeights w, const float* __restrict__ xf,
+                                                               int64_t chunks_per_warp, float* __restrict__ partial) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t quads = w.N_pad / 4;
   const int64_t quad = blockIdx.x * int64_t{32} + lane;
   const int64_t c_begin = (blockIdx.y * int64_t{kGemvWarps} + warp) * chunks_per_warp;
   const int64_t c_end = min(c_begin + chunks_per_warp, w.chunks);
-  const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
 
   float acc[M][4];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
-
-  if (quad < quads) {
-    int g_cur = -1;
-    float s[4], zf[4];
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += U) {
-      uint4 qv[U][W];
-      int g[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const bool ok = c0 + u < c_end;
-        g[u] = ok ? __ldg(w.chunk_group + c0 + u) : 0;
-#pragma unroll
-        for (int v = 0; v < W; ++v)
-          qv[u][v] = ok ? __ldg(codes + ((c0 + u) * W + v) * quads + quad) : make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (c0 + u >= c_end) continue;  // uniform across the block
-        if (g[u] != g_cur) {
-          g_cur = g[u];
-          load_group(w, g_cur, quad * 4, s, zf);
-        }
-        uint32_t q[4][W];
-#pragma unroll
-        for (int v = 0; v < W; ++v) q[0][v] = qv[u][v].x, q[1][v] = qv[u][v].y, q[2][v] = qv[u][v].z, q[3][v] = qv[u][v].w;
-        accumulate_chunk<BITS, W, M>(q, xf + (c0 + u) * R, w.rows, M, s, zf, acc);
-      }
-    }
-  }
+  if (quad < quads) accumulate_chunks<BITS, M>(w, quad, quads, c_begin, c_end, xf, w.rows, M, acc);
 
   sum_warps<M>(acc, [&](int m, int col, float sum) {
     const int64_t n = blockIdx.x * int64_t{kGemvColumns} + col;
@@ -162,7 +130,8 @@ template <int BITS, typename T>
 cudaError_t dequant(const Wna16DeviceWeights& w, void* out, cudaStream_t stream) {
   const int64_t quads = w.N_pad / 4;
   const int64_t chunk_blocks = (w.chunks + 7) / 8;
-  const dim3 grid(static_cast<unsigned>((quads + 31) / 32), static_cast<unsigned>(chunk_blocks < 65535 ? chunk_blocks : 65535));
+  const dim3 grid(static_cast<unsigned>((quads + 31) / 32),
+                  static_cast<unsigned>(chunk_blocks < 65535 ? chunk_blocks : 65535));
   dequant_kernel<BITS, T><<<grid, dim3(32, 8), 0, stream>>>(w, static_cast<T*>(out));
   return cudaGetLastError();
 }
@@ -184,9 +153,15 @@ cudaError_t launch_wna16_gather_x(const void* x, Wna16Act act, int64_t M, const 
                                   cudaStream_t stream) {
   const unsigned grid = grid_for(M * w.rows, 256);
   switch (act) {
-    case Wna16Act::F32: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const float*>(x), M, w.K, w.rows, w.row_source, xf); break;
-    case Wna16Act::F16: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), M, w.K, w.rows, w.row_source, xf); break;
-    case Wna16Act::BF16: gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), M, w.K, w.rows, w.row_source, xf); break;
+    case Wna16Act::F32:
+      gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const float*>(x), M, w.K, w.rows, w.row_source, xf);
+      break;
+    case Wna16Act::F16:
+      gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), M, w.K, w.rows, w.row_source, xf);
+      break;
+    case Wna16Act::BF16:
+      gather_x_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), M, w.K, w.rows, w.row_source, xf);
+      break;
   }
   return cudaGetLastError();
 }
@@ -207,9 +182,15 @@ cudaError_t launch_wna16_reduce(const float* partial, int splits, int64_t M, int
                                 Wna16Act act, cudaStream_t stream) {
   const unsigned grid = grid_for(M * N, 256);
   switch (act) {
-    case Wna16Act::F32: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<float*>(y)); break;
-    case Wna16Act::F16: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__half*>(y)); break;
-    case Wna16Act::BF16: reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__nv_bfloat16*>(y)); break;
+    case Wna16Act::F32:
+      reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<float*>(y));
+      break;
+    case Wna16Act::F16:
+      reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__half*>(y));
+      break;
+    case Wna16Act::BF16:
+      reduce_kernel<<<grid, 256, 0, stream>>>(partial, splits, M, N, bias, static_cast<__nv_bfloat16*>(y));
+      break;
   }
   return cudaGetLastError();
 }
@@ -223,7 +204,8 @@ cudaError_t launch_wna16_dequant(const Wna16DeviceWeights& w, void* out, Wna16Ac
   return cudaErrorInvalidValue;
 }
 
-cudaError_t launch_wna16_bias_rows(const float* bias, int64_t M, int64_t N, void* y, Wna16Act act, cudaStream_t stream) {
+cudaError_t launch_wna16_bias_rows(const float* bias, int64_t M, int64_t N, void* y, Wna16Act act,
+                                   cudaStream_t stream) {
   const unsigned grid = grid_for(M * N, 256);
   switch (act) {
     case Wna16Act::F32: bias_rows_kernel<<<grid, 256, 0, stream>>>(bias, M, N, static_cast<float*>(y)); break;
