@@ -48,6 +48,12 @@ void check_roundtrip(const testing::Wna16Spec& spec) {
       ASSERT_EQ((f - zero) * scale, gen.dequant[k * w.N + n]) << "k=" << k << " n=" << n;
     }
   }
+  // Padded columns of the last tile hold code 0 and scale 0 (zero point 0).
+  for (int64_t n = w.N; n < p.tiles * kTileN; ++n) {
+    const int64_t t = n / kTileN, c = n % kTileN;
+    for (int64_t wd = 0; wd < p.words; ++wd) ASSERT_EQ(p.codes[(t * p.words + wd) * kTileN + c], 0u) << n;
+    for (int64_t g = 0; g < p.groups; ++g) ASSERT_EQ(p.scales[(t * p.groups + g) * kTileN + c], 0.0f) << n;
+  }
 }
 
 TEST(Wna16Layout, RoundTripsEveryBitWidth) {

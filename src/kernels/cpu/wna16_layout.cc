@@ -1,6 +1,7 @@
 #include "kernels/cpu/wna16_layout.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/wna16_standard.h"
@@ -27,8 +28,7 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
   std::vector<int64_t> count(p.groups, 0);
   for (int64_t k = 0; k < w.K; ++k) ++count[group_of(k)];
   p.group_words.assign(p.groups + 1, 0);
-  for (int64_t g = 0; g < p.groups; ++g)
-    p.group_words[g + 1] = p.group_words[g] + (count[g] + p.fields - 1) / p.fields;
+  for (int64_t g = 0; g < p.groups; ++g) p.group_words[g + 1] = p.group_words[g] + (count[g] + p.fields - 1) / p.fields;
   p.words = p.group_words[p.groups];
   p.rows = p.words * p.fields;
   p.word_group.resize(p.words);
@@ -50,9 +50,18 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
   p.scales.resize(static_cast<size_t>(p.tiles * p.groups * kTileN));
   if (p.has_zeros) p.zeros.resize(p.scales.size());
 
+  // Rows in input order with codes of a whole field width: word wd of column n is qweight's word
+  // [wd, n] as it stands (field j = row wd * F + j at bits j * SB in both), so a tile is a copy.
+  const bool same_words = p.row_source.empty() && p.bits == p.storage_bits;
   compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      for (int64_t wd = 0; wd < p.words; ++wd) {
+      const int64_t cols = std::min<int64_t>(kTileN, w.N - t * kTileN);
+      for (int64_t wd = 0; same_words && wd < p.words; ++wd) {
+        uint32_t* out = p.codes.data() + (t * p.words + wd) * kTileN;
+        std::memcpy(out, q + wd * w.N + t * kTileN, static_cast<size_t>(cols) * sizeof(uint32_t));
+        std::fill(out + cols, out + kTileN, 0u);
+      }
+      for (int64_t wd = 0; !same_words && wd < p.words; ++wd) {
         uint32_t* out = p.codes.data() + (t * p.words + wd) * kTileN;
         for (int c = 0; c < kTileN; ++c) {
           const int64_t n = t * kTileN + c;
