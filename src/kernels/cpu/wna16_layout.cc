@@ -61,17 +61,27 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
         std::memcpy(out, q + wd * w.N + t * kTileN, static_cast<size_t>(cols) * sizeof(uint32_t));
         std::fill(out + cols, out + kTileN, 0u);
       }
+      // Otherwise field j of every column of the tile at once: packed row wd * F + j reads input row
+      // k's field from qweight's word row (two for a 3-bit field across a word boundary).
+      const uint32_t field_mask = (1u << p.bits) - 1u;
       for (int64_t wd = 0; !same_words && wd < p.words; ++wd) {
         uint32_t* out = p.codes.data() + (t * p.words + wd) * kTileN;
-        for (int c = 0; c < kTileN; ++c) {
-          const int64_t n = t * kTileN + c;
-          uint32_t word = 0;
-          for (int j = 0; n < w.N && j < p.fields; ++j) {
-            const int64_t r = wd * p.fields + j;
-            const int64_t k = p.row_source.empty() ? r : p.row_source[r];
-            if (k >= 0) word |= wna16_code(q, w.N, k, n, p.bits) << (j * p.storage_bits);
+        std::fill(out, out + kTileN, 0u);
+        for (int j = 0; j < p.fields; ++j) {
+          const int64_t r = wd * p.fields + j;
+          const int64_t k = p.row_source.empty() ? r : p.row_source[r];
+          if (k < 0) continue;  // group padding: code 0
+          const int64_t bit = k * p.bits;
+          const int shift = static_cast<int>(bit & 31), to = j * p.storage_bits;
+          const auto* lo = reinterpret_cast<const uint32_t*>(q + (bit >> 5) * w.N + t * kTileN);
+          if (shift + p.bits <= 32) {
+            for (int64_t c = 0; c < cols; ++c) out[c] |= ((lo[c] >> shift) & field_mask) << to;
+          } else {
+            const uint32_t* hi = lo + w.N;
+            for (int64_t c = 0; c < cols; ++c)
+              out[c] |= static_cast<uint32_t>(((lo[c] | static_cast<uint64_t>(hi[c]) << 32) >> shift) & field_mask)
+                        << to;
           }
-          out[c] = word;
         }
       }
       for (int64_t g = 0; g < p.groups; ++g) {
