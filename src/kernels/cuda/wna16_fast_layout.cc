@@ -21,7 +21,7 @@ uint16_t wna16_fast_to_half_bits(float v, bool bf16) {
   const float a = std::fabs(v);
   if (std::isnan(v)) return static_cast<uint16_t>(sign | 0x7E00u);
   if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00u);
-  if (a < 6.103515625e-05f) {  // subnormal: multiples of 2^-24
+  if (a < 6.103515625e-05f) {                         // subnormal: multiples of 2^-24
     const float q = std::nearbyint(a * 16777216.0f);  // default rounding: to nearest even
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(q));
   }
@@ -65,7 +65,7 @@ CodePos code_pos(const Wna16FastLayout& L, int64_t j, int64_t n) {
   const int64_t kt = j / 16, r = j % 16, t = r / 4, within = r % 4;  // within: 0..3 = 4t + within
   const int64_t b = n / 64, c = n % 64, tile = c / 16, col = c % 16, g = col % 8, half = col / 8;
   const int p = static_cast<int>(2 * (within / 2) + half);  // A register a_p
-  const int second = static_cast<int>(within % 2);           // second row of the pair
+  const int second = static_cast<int>(within % 2);          // second row of the pair
   const int64_t lane = g * 4 + t;
   if (L.bits == 4) {
     const size_t word = static_cast<size_t>(((b * L.k_tiles + kt) * 32 + lane) * 4 + tile);
@@ -101,7 +101,8 @@ Wna16FastLayout pack_wna16_fast(const WNA16Weights& w, bool bf16) {
   check_wna16_weights(w);
   const int bits = w.weight_type.bits;
   if (bits != 4 && bits != 8)
-    fail("kernel.weights", {}, "this is a bug in kernel selection", "cuda_wna16_fast: {}-bit weights (4 or 8 only)", bits);
+    fail("kernel.weights", {}, "this is a bug in kernel selection", "cuda_wna16_fast: {}-bit weights (4 or 8 only)",
+         bits);
   Wna16FastLayout L;
   L.bits = bits;
   L.bf16 = bf16;
@@ -134,16 +135,29 @@ Wna16FastLayout pack_wna16_fast(const WNA16Weights& w, bool bf16) {
   L.identity_rows = L.rows == w.K;
   for (int64_t j = 0; j < L.rows && L.identity_rows; ++j) L.identity_rows = L.row_source[j] == j;
 
-  // Codes: every (row, column) written once; column blocks own disjoint words.
+  // Codes: every (row, column) written once; column blocks own disjoint words. code_pos is affine in
+  // the block and the k-tile (both only move the word by multiples of one k-tile's words), so the
+  // position of row j % 16 and column n % 64 inside its block's k-tile comes from a table, and a
+  // row's 64 codes of a block are one run of qweight words (4- and 8-bit fields never straddle words).
   const int32_t* q = w.qweight.data<int32_t>();
   L.codes.assign(static_cast<size_t>(L.n_blocks * L.k_tiles * 32 * 4 * L.vectors()), 0u);
+  std::vector<CodePos> in_tile(16 * 64);
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t c = 0; c < 64; ++c) in_tile[r * 64 + c] = code_pos(L, r, c);
+  const size_t tile_words = code_pos(L, 16, 0).word - code_pos(L, 0, 0).word;
+  const uint32_t field_mask = (1u << bits) - 1u;
   compute_pool().parallel_for(0, L.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t j = 0; j < L.rows; ++j) {
-      const int32_t r = L.row_source[j];
-      if (r < 0) continue;
-      for (int64_t n = b0 * 64; n < std::min(b1 * 64, w.N); ++n) {
-        const CodePos pos = code_pos(L, j, n);
-        L.codes[pos.word] |= wna16_code(q, w.N, r, n, bits) << pos.shift;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t cols = std::min<int64_t>(64, w.N - b * 64);
+      for (int64_t j = 0; j < L.rows; ++j) {
+        const int32_t r = L.row_source[j];
+        if (r < 0) continue;
+        const int64_t bit = int64_t{r} * bits;
+        const int shift = static_cast<int>(bit & 31);
+        const auto* src = reinterpret_cast<const uint32_t*>(q + (bit >> 5) * w.N + b * 64);
+        uint32_t* tile = L.codes.data() + static_cast<size_t>(b * L.k_tiles + j / 16) * tile_words;
+        const CodePos* pos = in_tile.data() + (j % 16) * 64;
+        for (int64_t c = 0; c < cols; ++c) tile[pos[c].word] |= ((src[c] >> shift) & field_mask) << pos[c].shift;
       }
     }
   });
@@ -151,7 +165,9 @@ Wna16FastLayout pack_wna16_fast(const WNA16Weights& w, bool bf16) {
   const float* s = w.scales.data<float>();
   const int32_t* z = w.zeros.defined() ? w.zeros.data<int32_t>() : nullptr;
   L.scales.assign(static_cast<size_t>(L.groups * L.N_pad), 0);
-  if (z) L.zeros.assign(static_cast<size_t>(L.groups * L.N_pad), wna16_fast_to_half_bits(static_cast<float>(L.zero_base), bf16));
+  if (z)
+    L.zeros.assign(static_cast<size_t>(L.groups * L.N_pad),
+                   wna16_fast_to_half_bits(static_cast<float>(L.zero_base), bf16));
   for (int64_t g = 0; g < L.groups; ++g)
     for (int64_t n = 0; n < w.N; ++n) {
       const size_t i = param_index(L, g, n);
