@@ -1,11 +1,12 @@
 // Bit-exact packing tests (FORMATS.md §3.1-3.3, §11.1): every code value of every width, odd
 // shapes, and hand-built words for the exact bit positions (3-bit across words, AWQ interleave).
+#include "quant/packing.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "quant/packing.h"
 #include "support/expect_error.h"
 
 namespace qlm {
@@ -67,7 +68,8 @@ TEST_P(PackingBits, EveryCodeInEveryFieldPosition) {
           expected[static_cast<size_t>(pos / 32)] |= 1u << (pos % 32);
         }
       for (int64_t w = 0; w < p.size(0); ++w)
-        ASSERT_EQ(word(p, w, 0), expected[static_cast<size_t>(w)]) << "code " << code << " field " << i << " word " << w;
+        ASSERT_EQ(word(p, w, 0), expected[static_cast<size_t>(w)])
+            << "code " << code << " field " << i << " word " << w;
       Tensor pc = pack_cols(codes, 1, 32, bits);
       for (int64_t w = 0; w < p.size(0); ++w) ASSERT_EQ(word(pc, 0, w), word(p, w, 0));
       ASSERT_EQ(unpack_rows(p, 32, bits), codes);
@@ -95,8 +97,8 @@ TEST(Packing, ThreeBitTenOneTenOneTenByHand) {
   v[10] = 0b110;  // low two bits 10 -> word0 bits 30-31 = 0b10; bit 2 (1) -> word1 bit 0
   v[21] = 0b011;  // low bit 1 -> word1 bit 31; bits 1-2 = 0b01 -> word2 bits 0-1
   v[0] = 7;
-  v[11] = 5;      // word1 bits 1-3
-  v[31] = 4;      // word2 bits 29-31
+  v[11] = 5;  // word1 bits 1-3
+  v[31] = 4;  // word2 bits 29-31
   Tensor p = pack_rows(v, 32, 1, 3);
   ASSERT_EQ(p.shape(), Shape({3, 1}));
   EXPECT_EQ(word(p, 0, 0), (0b10u << 30) | 7u);
@@ -132,6 +134,48 @@ TEST(Packing, AwqRoundTripEveryCode) {
       const int rev[8] = {0, 4, 1, 5, 2, 6, 3, 7};
       EXPECT_EQ(word(awq_pack(c, 1, 8), 0, 0), static_cast<uint32_t>(code) << (4 * rev[col]));
     }
+}
+
+// The loaders' direct conversions give exactly the generic unpack + repack: every code in every field
+// position, row counts that leave a partial last word, and (compressed-tensors) garbage in the unused
+// fields of a row's last word, which the generic path drops.
+TEST(Packing, AwqToRowsPackedEqualsUnpackThenPackRows) {
+  for (int64_t rows : {1, 7, 8, 17, 64})
+    for (int64_t cols : {8, 24, 136}) {
+      SCOPED_TRACE(fmt::format("rows={} cols={}", rows, cols));
+      const Tensor p = awq_pack(all_codes(rows, cols, 4), rows, cols);
+      const Tensor want = pack_rows(awq_unpack(p, cols), rows, cols, 4);
+      const Tensor got = awq_to_rows_packed(p, cols);
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t r = 0; r < want.size(0); ++r)
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(word(got, r, c), word(want, r, c)) << r << " " << c;
+    }
+  EXPECT_QLM_ERROR(awq_to_rows_packed(Tensor::zeros({2, 3}, DType::I32), 16), "packing.shape", "interleaved");
+}
+
+TEST(Packing, ColsToRowsPackedEqualsTransposedRepack) {
+  for (int bits : {2, 4, 8})
+    for (int64_t rows : {1, 5, 33, 70})
+      for (int64_t cols : {1, 7, 16, 35, 100}) {
+        SCOPED_TRACE(fmt::format("bits={} rows={} cols={}", bits, rows, cols));
+        const auto codes = all_codes(rows, cols, bits);  // [rows, cols], packed along cols
+        Tensor p = pack_cols(codes, rows, cols, bits);
+        // Unused fields of each row's last word set to ones: they are not codes and must not carry over.
+        const int64_t pc = p.size(1), tail = (cols * bits) % 32;
+        if (tail != 0)
+          for (int64_t r = 0; r < rows; ++r)
+            p.data<int32_t>()[r * pc + pc - 1] |= static_cast<int32_t>(~((1u << tail) - 1u));
+        std::vector<uint8_t> transposed(codes.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) transposed[c * rows + r] = codes[r * cols + c];
+        const Tensor want = pack_rows(transposed, cols, rows, bits);
+        const Tensor got = cols_to_rows_packed(p, cols, bits);
+        ASSERT_EQ(got.shape(), want.shape());
+        for (int64_t w = 0; w < want.size(0); ++w)
+          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(word(got, w, r), word(want, w, r)) << w << " " << r;
+      }
+  EXPECT_QLM_ERROR(cols_to_rows_packed(Tensor::zeros({2, 3}, DType::I32), 32, 3), "packing.bits", "straddle");
+  EXPECT_QLM_ERROR(cols_to_rows_packed(Tensor::zeros({2, 3}, DType::I32), 32, 4), "packing.shape", "expected 4");
 }
 
 TEST(Packing, Errors) {

@@ -47,8 +47,7 @@ WNA16Weights AwqLinearMethod::to_standard_form(LinearLayer& layer, const WNA16Ge
   w.K = geo.K_p;
   w.N = geo.N_p;
   w.group_size = geo.group_rows;
-  const std::vector<uint8_t> codes = awq_unpack(layer.param("qweight").data(), geo.N_p);  // [K_p, N_p]
-  w.qweight = pack_rows(codes, geo.K_p, geo.N_p, 4);
+  w.qweight = awq_to_rows_packed(layer.param("qweight").data(), geo.N_p);  // [K_p, N_p / 8] -> [K_p / 8, N_p]
   w.scales = layer.param("scales").data().contiguous();
   // AWQ stores the true zero point (no -1 as in GPTQ v1); every 4-bit field is in range.
   w.zeros = codes_to_i32(awq_unpack(layer.param("qzeros").data(), geo.N_p), geo.scale_rows, geo.N_p);

@@ -4,8 +4,7 @@
 
 namespace qlm {
 
-CtWNA16LinearMethod::CtWNA16LinearMethod(WNA16Scheme scheme)
-    : WNA16LinearMethod("compressed-tensors", scheme) {}
+CtWNA16LinearMethod::CtWNA16LinearMethod(WNA16Scheme scheme) : WNA16LinearMethod("compressed-tensors", scheme) {}
 
 void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16Geometry& geo) const {
   const int64_t P = 32 / scheme().bits;
@@ -19,7 +18,8 @@ void CtWNA16LinearMethod::check_partition(const LinearLayer& layer, const WNA16G
   if (!scheme().symmetric && split_n)
     for (int64_t part : geo.output_partition_sizes)
       if (part % P != 0)
-        fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "use a smaller tensor-parallel size",
+        fail("quant.partition", {.file = {}, .tensor = {}, .layer = layer.prefix()},
+             "use a smaller tensor-parallel size",
              "weight_zero_point packs {} output rows per int32 word, but an output partition of this rank "
              "has {} rows (N = {}, tensor-parallel size {})",
              P, part, geo.N, geo.tp_size);
@@ -87,8 +87,12 @@ WNA16Weights CtWNA16LinearMethod::to_standard_form(LinearLayer& layer, const WNA
   w.group_size = geo.group_rows;
   // [N_p, K_p] codes -> GPTQ layout [K_p*b/32, N_p]; symmetric codes keep their +2^(b-1) offset,
   // which is exactly the type bias.
-  const std::vector<uint8_t> codes = unpack_cols(layer.param("weight_packed").data(), geo.K_p, s.bits);
-  w.qweight = pack_rows(transpose_codes(codes, geo.N_p, geo.K_p), geo.K_p, geo.N_p, s.bits);
+  if (32 % s.bits == 0) {
+    w.qweight = cols_to_rows_packed(layer.param("weight_packed").data(), geo.K_p, s.bits);
+  } else {
+    const std::vector<uint8_t> codes = unpack_cols(layer.param("weight_packed").data(), geo.K_p, s.bits);
+    w.qweight = pack_rows(transpose_codes(codes, geo.N_p, geo.K_p), geo.K_p, geo.N_p, s.bits);
+  }
   w.scales = transpose_f32(layer.param("weight_scale").data());
   if (!s.symmetric) {
     const std::vector<uint8_t> z = unpack_rows(layer.param("weight_zero_point").data(), geo.N_p, s.bits);
