@@ -1,11 +1,37 @@
 #include "kernels/cpu/dense_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernel_args.h"
 
 namespace qlm {
+
+namespace {
+
+// dst [tiles][K][kTileN] from src [N][K] (columns past N zero). Blocks of 256 k: each of a tile's rows
+// is read in 256-element runs while the block's 256 x kTileN outputs (16-32 KiB) stay in L1 / L2.
+template <typename T>
+void pack_tiles(const T* src, const PackedDense& p, T* dst) {
+  constexpr int64_t kKBlock = 256;
+  compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t cols = std::min<int64_t>(kTileN, p.N - t * kTileN);
+      T* tile = dst + t * p.K * kTileN;
+      for (int64_t k0 = 0; k0 < p.K; k0 += kKBlock) {
+        const int64_t k1 = std::min(p.K, k0 + kKBlock);
+        for (int64_t c = 0; c < cols; ++c) {
+          const T* row = src + (t * kTileN + c) * p.K;
+          for (int64_t k = k0; k < k1; ++k) tile[k * kTileN + c] = row[k];
+        }
+        for (int64_t k = k0; k < k1; ++k) std::fill(tile + k * kTileN + cols, tile + (k + 1) * kTileN, T{});
+      }
+    }
+  });
+}
+
+}  // namespace
 
 PackedDense pack_dense(const Tensor& weight) {
   if (!weight.defined() || weight.dim() != 2 || !weight.device().is_cpu() ||
@@ -19,29 +45,13 @@ PackedDense pack_dense(const Tensor& weight) {
   p.tiles = (p.N + kTileN - 1) / kTileN;
   const Tensor w = weight.contiguous();
   const size_t count = static_cast<size_t>(p.tiles * p.K * kTileN);
-  const bool wide = p.dtype == DType::F32;
-  if (wide)
+  if (p.dtype == DType::F32) {
     p.f32.resize(count);
-  else
+    pack_tiles(w.data<float>(), p, p.f32.data());
+  } else {
     p.u16.resize(count);
-  const std::byte* src = w.raw_data();
-  compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      for (int64_t k = 0; k < p.K; ++k)
-        for (int c = 0; c < kTileN; ++c) {
-          const int64_t n = t * kTileN + c;
-          const size_t out = static_cast<size_t>((t * p.K + k) * kTileN + c);
-          if (wide) {
-            float v = 0.0f;
-            if (n < p.N) std::memcpy(&v, src + (n * p.K + k) * 4, 4);
-            p.f32[out] = v;
-          } else {
-            uint16_t v = 0;
-            if (n < p.N) std::memcpy(&v, src + (n * p.K + k) * 2, 2);
-            p.u16[out] = v;
-          }
-        }
-  });
+    pack_tiles(reinterpret_cast<const uint16_t*>(w.raw_data()), p, p.u16.data());
+  }
   return p;
 }
 
