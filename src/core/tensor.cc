@@ -9,9 +9,7 @@
 
 namespace qlm {
 
-std::string Device::str() const {
-  return type == DeviceType::CPU ? std::string("cpu") : fmt::format("cuda:{}", index);
-}
+std::string Device::str() const { return type == DeviceType::CPU ? std::string("cpu") : fmt::format("cuda:{}", index); }
 
 // ---- Storage ----
 
@@ -21,8 +19,7 @@ std::shared_ptr<Storage> Storage::allocate_host(size_t nbytes) {
   if (rounded < nbytes) fail("tensor.alloc", {}, "", "allocation of {} bytes overflows", nbytes);
   s->data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
   if (!s->data_)
-    fail("tensor.alloc", {}, "free memory or use a smaller model", "out of host memory allocating {} bytes",
-         nbytes);
+    fail("tensor.alloc", {}, "free memory or use a smaller model", "out of host memory allocating {} bytes", nbytes);
   s->nbytes_ = nbytes;
   return s;
 }
@@ -58,9 +55,7 @@ Storage::~Storage() {
 
 // ---- shapes ----
 
-std::string shape_str(const Shape& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 int64_t shape_numel(const Shape& shape) {
   for (int64_t d : shape)
@@ -111,8 +106,8 @@ Tensor Tensor::borrow(const void* data, Shape shape, DType dtype, std::shared_pt
   t.strides_ = contiguous_strides(t.shape_);
   int bits = dtype_bits(dtype);
   if (bits % 8 == 0 && reinterpret_cast<uintptr_t>(data) % (bits / 8) != 0)
-    fail("tensor.misaligned", {}, "copy the bytes into an owned tensor", "borrowed {} data at {} is not {}-byte aligned",
-         dtype_name(dtype), data, bits / 8);
+    fail("tensor.misaligned", {}, "copy the bytes into an owned tensor",
+         "borrowed {} data at {} is not {}-byte aligned", dtype_name(dtype), data, bits / 8);
   t.storage_ = Storage::borrow(data, t.nbytes(), std::move(owner));
   return t;
 }
@@ -138,8 +133,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   if (d < 0 || d >= dim()) fail("tensor.dim", {}, "", "narrow: dimension {} out of range for {}", d, str());
   auto du = static_cast<size_t>(d);
   if (start < 0 || length < 0 || start > shape_[du] - length)
-    fail("tensor.narrow", {}, "", "narrow(dim={}, start={}, length={}) out of range for {}", d, start, length,
-         str());
+    fail("tensor.narrow", {}, "", "narrow(dim={}, start={}, length={}) out of range for {}", d, start, length, str());
   Tensor t = *this;
   t.shape_[du] = length;
   t.offset_ += static_cast<size_t>(start * strides_[du]) * dtype_size(dtype_);
@@ -177,15 +171,15 @@ const std::byte* Tensor::raw_data() const {
 void Tensor::check_typed(DType expected) const {
   if (dtype_ == expected) return;
   // Unsigned integer access of a same-width dtype reads raw bits (f16 as uint16_t, fp8 as uint8_t).
-  bool raw_bits = (expected == DType::U8 || expected == DType::U16 || expected == DType::U32 ||
-                   expected == DType::U64) &&
-                  dtype_bits(dtype_) == dtype_bits(expected);
-  if (!raw_bits)
-    fail("tensor.dtype", {}, "", "typed access as {} to a {} tensor", dtype_name(expected), str());
+  bool raw_bits =
+      (expected == DType::U8 || expected == DType::U16 || expected == DType::U32 || expected == DType::U64) &&
+      dtype_bits(dtype_) == dtype_bits(expected);
+  if (!raw_bits) fail("tensor.dtype", {}, "", "typed access as {} to a {} tensor", dtype_name(expected), str());
 }
 
 void Tensor::require_contiguous(const char* what) const {
-  if (!is_contiguous()) fail("tensor.layout", {}, "call contiguous() first", "{} needs a contiguous tensor, got {}", what, str());
+  if (!is_contiguous())
+    fail("tensor.layout", {}, "call contiguous() first", "{} needs a contiguous tensor, got {}", what, str());
 }
 
 namespace {
@@ -217,8 +211,7 @@ double load_as_double(const std::byte* p, DType dtype) {
     case DType::F8_E8M0:
     case DType::F8_E4M3FNUZ:
     case DType::F8_E5M2FNUZ:
-    case DType::C64:
-      break;
+    case DType::C64: break;
   }
   fail("tensor.dtype", {}, "", "element access is not supported for dtype {}", dtype_name(dtype));
 }
@@ -247,8 +240,7 @@ void store_from_double(std::byte* p, DType dtype, double v) {
     case DType::F8_E8M0:
     case DType::F8_E4M3FNUZ:
     case DType::F8_E5M2FNUZ:
-    case DType::C64:
-      break;
+    case DType::C64: break;
   }
   fail("tensor.dtype", {}, "", "element stores are not supported for dtype {}", dtype_name(dtype));
 }
@@ -300,6 +292,18 @@ Tensor Tensor::to(DType dtype) const {
   require_host("to(dtype)");
   if (dtype == dtype_) return clone();
   Tensor out = empty(shape_, dtype);
+  // Widening the 16-bit floats of a contiguous tensor to F32 (checkpoint scales and weights at load):
+  // the exact per-element conversion without the generic path's double round trip and dtype switch.
+  if (dtype == DType::F32 && (dtype_ == DType::F16 || dtype_ == DType::BF16) && is_contiguous()) {
+    const auto* src = reinterpret_cast<const uint16_t*>(raw_data());
+    float* dst = out.data<float>();
+    const int64_t n = numel();
+    if (dtype_ == DType::F16)
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+    return out;
+  }
   size_t in_elem = dtype_size(dtype_), out_elem = dtype_size(dtype);
   std::byte* dst = out.raw_data();
   const std::byte* src = raw_data();
@@ -316,7 +320,8 @@ double Tensor::item_as_double(std::span<const int64_t> index) const {
     fail("tensor.index", {}, "", "{} indices for {}", index.size(), str());
   int64_t off = 0;
   for (size_t d = 0; d < index.size(); ++d) {
-    if (index[d] < 0 || index[d] >= shape_[d]) fail("tensor.index", {}, "", "index {} out of range for {}", index[d], str());
+    if (index[d] < 0 || index[d] >= shape_[d])
+      fail("tensor.index", {}, "", "index {} out of range for {}", index[d], str());
     off += index[d] * strides_[d];
   }
   return load_as_double(raw_data() + static_cast<size_t>(off) * dtype_size(dtype_), dtype_);
@@ -328,9 +333,8 @@ std::vector<float> Tensor::to_float_vector() const {
   out.reserve(static_cast<size_t>(numel()));
   size_t elem = dtype_size(dtype_);
   const std::byte* src = raw_data();
-  for_each_offset(shape_, strides_, elem, [&](size_t off) {
-    out.push_back(static_cast<float>(load_as_double(src + off, dtype_)));
-  });
+  for_each_offset(shape_, strides_, elem,
+                  [&](size_t off) { out.push_back(static_cast<float>(load_as_double(src + off, dtype_))); });
   return out;
 }
 

@@ -92,6 +92,30 @@ TEST(Tensor, ConversionsAreExact) {
   EXPECT_EQ(e4m3_to_f32(f8.data<uint8_t>()[2]), 448.0f);  // saturates
 }
 
+// Widening every F16 and BF16 bit pattern to F32 (the contiguous fast path, and a strided view through
+// the generic one) gives the exact value: the same bits as the scalar conversion, NaN as NaN.
+TEST(Tensor, WideningEvery16BitPatternIsExact) {
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Tensor t = Tensor::from_vector(all, {256, 256}, dt);
+    const Tensor wide = t.to(DType::F32);
+    const Tensor strided = t.transpose().to(DType::F32);  // non-contiguous: the generic path
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float want =
+          dt == DType::F16 ? f16_to_f32(static_cast<uint16_t>(i)) : bf16_to_f32(static_cast<uint16_t>(i));
+      const float got = wide.data<float>()[i];
+      const float got_t = strided.data<float>()[(i % 256) * 256 + i / 256];
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got) && std::isnan(got_t)) << dtype_name(dt) << " " << i;
+      } else {
+        ASSERT_EQ(f32_bits(got), f32_bits(want)) << dtype_name(dt) << " " << i;
+        ASSERT_EQ(f32_bits(got_t), f32_bits(want)) << dtype_name(dt) << " " << i;
+      }
+    }
+  }
+}
+
 TEST(Tensor, TypedAccessChecksDtype) {
   Tensor t = Tensor::zeros({2}, DType::F16);
   EXPECT_THROW(t.data<float>(), Error);
