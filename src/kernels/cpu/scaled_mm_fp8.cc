@@ -5,6 +5,7 @@
 // they are folded into f32 weights (one rounding per weight) and the per-group activation scales
 // into the activations.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "core/float_convert.h"
@@ -28,10 +29,17 @@ class Fp8FastKernel final : public ScaledMMKernel {
     const int64_t N = w.N, K = w.K;
     auto codes = w.codes.span<uint8_t>();
     block_ = c_.weight_scale == WeightScaleKind::Block;
+    // Every e4m3 value is exact in bf16 and f32: one table of the 256 codes, rows converted in parallel.
+    std::array<float, 256> value;
+    for (int c = 0; c < 256; ++c) value[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
     if (!block_) {
       Tensor bf = Tensor::empty({N, K}, DType::BF16);
-      auto out = bf.span<uint16_t>();
-      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint16_t>(f32_bits(e4m3_to_f32(codes[i])) >> 16);
+      uint16_t* out = bf.data<uint16_t>();
+      std::array<uint16_t, 256> bits;
+      for (size_t c = 0; c < 256; ++c) bits[c] = static_cast<uint16_t>(f32_bits(value[c]) >> 16);
+      compute_pool().parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+        for (int64_t i = n0 * K; i < n1 * K; ++i) out[i] = bits[codes[static_cast<size_t>(i)]];
+      });
       packed_ = pack_dense(bf);
       col_scale_.resize(static_cast<size_t>(N));
       const float* s = w.weight_scale.data<float>();
@@ -42,9 +50,11 @@ class Fp8FastKernel final : public ScaledMMKernel {
       auto out = f.span<float>();
       const float* s = w.weight_scale.data<float>();
       const int64_t cols = w.weight_scale.size(1);
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < K; ++k)
-          out[n * K + k] = e4m3_to_f32(codes[n * K + k]) * s[n * cols + (k + w.k_phase) / w.block_k];
+      compute_pool().parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t k = 0; k < K; ++k)
+            out[n * K + k] = value[codes[n * K + k]] * s[n * cols + (k + w.k_phase) / w.block_k];
+      });
       packed_ = pack_dense(f);
     }
     scalars_.K = K;
@@ -90,7 +100,8 @@ class Fp8FastKernel final : public ScaledMMKernel {
       for (int64_t m = m0; m < m1; ++m) {
         const float r = row ? row[m] : 1.0f;
         float* ym = y + m * N;
-        for (int64_t n = 0; n < N; ++n) ym[n] = ym[n] * r * col_scale_[static_cast<size_t>(n)] + (bias ? bias[n] : 0.0f);
+        for (int64_t n = 0; n < N; ++n)
+          ym[n] = ym[n] * r * col_scale_[static_cast<size_t>(n)] + (bias ? bias[n] : 0.0f);
       }
     });
   }
