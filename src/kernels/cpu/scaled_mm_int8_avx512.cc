@@ -5,6 +5,7 @@
 //
 // Layout: 64-column panels; panel p holds, for every group of 4 k, 4 tiles of 16 columns x 4 bytes
 // (one zmm per tile): byte [(k/4)*256 + t*64 + j*4 + k%4] = W[p*64 + t*16 + j, k].
+#include "core/thread_pool.h"
 #include "kernels/cpu/scaled_mm_int8.h"
 
 #if defined(__x86_64__)
@@ -29,7 +30,7 @@ namespace {
 
 constexpr int64_t kPanel = 64;
 constexpr int kMR = 6;
-constexpr int64_t kKC4 = 512;     // k groups of 4 per cache block: a 64 x 2048 panel block (128 KiB)
+constexpr int64_t kKC4 = 512;      // k groups of 4 per cache block: a 64 x 2048 panel block (128 KiB)
 constexpr int64_t kRowChunk = 96;  // rows per scratch block (multiple of kMR)
 
 void pack(const int8_t* codes, Int8Packed& p) {
@@ -37,14 +38,19 @@ void pack(const int8_t* codes, Int8Packed& p) {
   p.w.resize(static_cast<size_t>(p.N_pad * p.K_pad));
   int8_t* out = p.w.data();
   std::memset(out, 0, p.w.bytes());
-  for (int64_t pn = 0; pn < panels; ++pn)
-    for (int64_t c = 0; c < kPanel; ++c) {
-      const int64_t n = pn * kPanel + c;
-      if (n >= p.N) continue;
-      const int8_t* row = codes + n * p.K;
-      int8_t* base = out + pn * K4 * 256 + (c / 16) * 64 + (c % 16) * 4;
-      for (int64_t k = 0; k < p.K; ++k) base[(k / 4) * 256 + k % 4] = row[k];
-    }
+  // Panels in parallel; a column's codes move in groups of 4 (one int32 per 256-byte k group).
+  compute_pool().parallel_for(0, panels, 1, [&](int64_t pn0, int64_t pn1) {
+    for (int64_t pn = pn0; pn < pn1; ++pn)
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t n = pn * kPanel + c;
+        if (n >= p.N) continue;
+        const int8_t* row = codes + n * p.K;
+        int8_t* base = out + pn * K4 * 256 + (c / 16) * 64 + (c % 16) * 4;
+        const int64_t whole = p.K / 4;
+        for (int64_t k4 = 0; k4 < whole; ++k4) std::memcpy(base + k4 * 256, row + 4 * k4, 4);
+        for (int64_t k = 4 * whole; k < p.K; ++k) base[(k / 4) * 256 + k % 4] = row[k];
+      }
+  });
 }
 
 template <int R>
@@ -122,7 +128,7 @@ void gemm(const Int8Packed& p, const int8_t* xq, int64_t ldx, int64_t m0, int64_
   }
 }
 
-const Int8ScaledOps kOps{"avx512_vnni", 4, kPanel, &pack, &gemm, kRowChunk * kPanel};
+const Int8ScaledOps kOps{"avx512_vnni", 4, kPanel, &pack, &gemm, kRowChunk* kPanel};
 
 }  // namespace
 }  // namespace qlm
