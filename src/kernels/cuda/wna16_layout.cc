@@ -1,30 +1,20 @@
 #include "kernels/cuda/wna16_layout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/wna16_standard.h"
 
 namespace qlm {
-namespace {
-
-// Sets packed row j of column n (field j of the column's bit stream) to `code`.
-void put_code(uint32_t* codes, int64_t N_pad, int64_t j, int64_t n, int bits, uint32_t code) {
-  const int64_t bit = j * bits;
-  const int shift = static_cast<int>(bit & 31);
-  const uint64_t field = static_cast<uint64_t>(code) << shift;
-  codes[(bit >> 5) * N_pad + n] |= static_cast<uint32_t>(field);
-  if (shift + bits > 32) codes[((bit >> 5) + 1) * N_pad + n] |= static_cast<uint32_t>(field >> 32);
-}
-
-}  // namespace
 
 uint32_t cuda_wna16_code(const CudaWna16Layout& layout, int64_t j, int64_t n) {
   const int64_t bit = j * layout.bits;
   const int shift = static_cast<int>(bit & 31);
   uint64_t v = layout.codes[static_cast<size_t>((bit >> 5) * layout.N_pad + n)];
-  if (shift + layout.bits > 32) v |= static_cast<uint64_t>(layout.codes[static_cast<size_t>(((bit >> 5) + 1) * layout.N_pad + n)]) << 32;
+  if (shift + layout.bits > 32)
+    v |= static_cast<uint64_t>(layout.codes[static_cast<size_t>(((bit >> 5) + 1) * layout.N_pad + n)]) << 32;
   return static_cast<uint32_t>(v >> shift) & ((1u << layout.bits) - 1u);
 }
 
@@ -70,15 +60,31 @@ CudaWna16Layout pack_cuda_wna16(const WNA16Weights& w) {
   const int64_t in_words = w.qweight.size(0);
   L.codes.assign(static_cast<size_t>(L.chunks * chunk_words * L.N_pad), 0u);
   if (identity) {
-    for (int64_t r = 0; r < in_words; ++r)
-      for (int64_t n = 0; n < w.N; ++n) L.codes[r * L.N_pad + n] = static_cast<uint32_t>(q[r * w.N + n]);
+    compute_pool().parallel_for(0, in_words, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(L.codes.data() + r * L.N_pad, q + r * w.N, static_cast<size_t>(w.N) * sizeof(uint32_t));
+    });
   } else {
-    // Columns own disjoint words, so column ranges pack in parallel.
+    // Columns own disjoint words, so column ranges pack in parallel; per packed row, its source field's
+    // word(s) and its destination word(s) are fixed, and the loop runs over the range's columns.
+    const uint32_t mask = (1u << L.bits) - 1u;
+    const auto* in = reinterpret_cast<const uint32_t*>(q);
     compute_pool().parallel_for(0, w.N, 64, [&](int64_t n0, int64_t n1) {
       for (int64_t j = 0; j < L.rows; ++j) {
         const int32_t r = L.row_source[j];
         if (r < 0) continue;
-        for (int64_t n = n0; n < n1; ++n) put_code(L.codes.data(), L.N_pad, j, n, L.bits, wna16_code(q, w.N, r, n, L.bits));
+        const int64_t src_bit = int64_t{r} * L.bits, dst_bit = j * L.bits;
+        const int src_shift = static_cast<int>(src_bit & 31), dst_shift = static_cast<int>(dst_bit & 31);
+        const uint32_t* lo = in + (src_bit >> 5) * w.N;
+        const bool src_two = src_shift + L.bits > 32, dst_two = dst_shift + L.bits > 32;
+        uint32_t* out = L.codes.data() + (dst_bit >> 5) * L.N_pad;
+        for (int64_t n = n0; n < n1; ++n) {
+          uint64_t v = lo[n];
+          if (src_two) v |= static_cast<uint64_t>(lo[n + w.N]) << 32;
+          const uint64_t field = ((v >> src_shift) & mask) << dst_shift;
+          out[n] |= static_cast<uint32_t>(field);
+          if (dst_two) out[n + L.N_pad] |= static_cast<uint32_t>(field >> 32);
+        }
       }
     });
   }
