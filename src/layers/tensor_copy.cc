@@ -53,9 +53,17 @@ void for_each_row(const Tensor& a, const Tensor& b, Fn&& fn) {
 }  // namespace
 
 void copy_elements(Tensor& dst, const Tensor& src) {
+  // Checked before the split below narrows both sides: a source with more rows must not pass as its prefix.
+  QLM_CHECK(dst.shape() == src.shape());
+  QLM_CHECK(dst.dtype() == src.dtype());
+  auto copy = [](Tensor& d, const Tensor& s) {
+    std::byte* dp = d.raw_data();
+    const std::byte* sp = s.raw_data();
+    for_each_row(d, s, [&](size_t od, size_t os, size_t n) { std::memmove(dp + od, sp + os, n); });
+  };
   // Large copies (checkpoint tensors into fresh parameters, whole or as a shard's rows) are split over
   // the compute threads along the first dimension, so the copy and the first touch of the destination's
-  // pages (the kernel zeroing them) run in parallel. Parameters and checkpoint tensors never overlap.
+  // pages (the kernel zeroing them) run in parallel.
   constexpr int64_t kParallelBytes = int64_t{8} << 20;
   const int64_t bytes = dst.numel() * static_cast<int64_t>(dtype_size(dst.dtype()));
   if (bytes >= kParallelBytes && dst.dim() >= 1 && dst.size(0) >= 2 && dst.on_host() && src.on_host()) {
@@ -63,16 +71,11 @@ void copy_elements(Tensor& dst, const Tensor& src) {
     const int64_t grain = std::max<int64_t>(1, rows * (int64_t{2} << 20) / bytes);  // >= 2 MiB per chunk
     compute_pool().parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
       Tensor d = dst.narrow(0, r0, r1 - r0);
-      const Tensor s = src.narrow(0, r0, r1 - r0);
-      std::byte* dp = d.raw_data();
-      const std::byte* sp = s.raw_data();
-      for_each_row(d, s, [&](size_t od, size_t os, size_t n) { std::memcpy(dp + od, sp + os, n); });
+      copy(d, src.narrow(0, r0, r1 - r0));
     });
     return;
   }
-  std::byte* d = dst.raw_data();
-  const std::byte* s = src.raw_data();
-  for_each_row(dst, src, [&](size_t od, size_t os, size_t n) { std::memmove(d + od, s + os, n); });
+  copy(dst, src);
 }
 
 bool bytes_equal(const Tensor& a, const Tensor& b) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace qlm {
@@ -51,6 +52,15 @@ TEST(TensorCopy, LargeCopiesIntoWholeAndNarrowedTensorsMatchAnElementLoop) {
         ASSERT_EQ(t[r * cols + c], want) << "threads=" << threads << " r=" << r << " c=" << c;
       }
   }
+  set_compute_threads(0);
+}
+
+// A source with more rows than the destination is a shape mismatch on the split path too, not a prefix.
+TEST(TensorCopy, LargeCopyRejectsASourceOfAnotherShape) {
+  set_compute_threads(2);
+  Tensor dst = Tensor::zeros({1024, 4096}, DType::I32);  // 16 MiB: the split path
+  EXPECT_THROW(copy_elements(dst, counting(1030, 4096, 0)), Error);
+  EXPECT_THROW(copy_elements(dst, Tensor::zeros({1024, 4096}, DType::F32)), Error);
   set_compute_threads(0);
 }
 
