@@ -178,7 +178,9 @@ TEST(Wna16VnniLimbs, DeclinesNonFiniteAndSubnormalScaledGroups) {
       x[256 + 200] = bad;
     LimbActivations a;
     EXPECT_FALSE(split_activation_limbs(p, x.data(), 2, a));
-    if (cpu_features().avx512) EXPECT_FALSE(split_activation_limbs_avx512(p, x.data(), 2, a));
+    if (cpu_features().avx512) {
+      EXPECT_FALSE(split_activation_limbs_avx512(p, x.data(), 2, a));
+    }
   }
   // An all-zero group is fine: scale 0, digits 0.
   std::vector<float> x(256, 0.0f);

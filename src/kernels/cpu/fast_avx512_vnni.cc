@@ -124,14 +124,7 @@ __m128i limb_permutation(int F, int U) {
 
 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
 
-void reserve_limbs(const PackedWna16& p, int64_t M, LimbActivations& out) {
-  out.M = M;
-  out.limbs.reserve(static_cast<size_t>(M * kVnniLimbs * p.words * (8 / p.storage_bits)));
-  out.scales.reserve(static_cast<size_t>(M * p.groups));
-  out.sums.reserve(static_cast<size_t>(M * p.groups * kVnniLimbs));
-}
-
-// Row m of split_activation_limbs into buffers sized by reserve_limbs.
+// Row m of split_activation_limbs into buffers sized by LimbActivations::reserve.
 bool split_row(const PackedWna16& p, const float* x, int64_t m, LimbActivations& out) {
   const int F = p.fields, U = 8 / p.storage_bits;
   const int32_t* source = p.row_source.empty() ? nullptr : p.row_source.data();
@@ -207,7 +200,7 @@ void vnni_tiles(const PackedWna16& p, const LimbActivations& a, int64_t t0, int6
 }  // namespace
 
 bool split_activation_limbs_avx512(const PackedWna16& p, const float* x, int64_t M, LimbActivations& out) {
-  reserve_limbs(p, M, out);
+  out.reserve(p, M);
   for (int64_t m = 0; m < M; ++m)
     if (!split_row(p, x, m, out)) return false;
   return true;
@@ -217,7 +210,7 @@ bool wna16_vnni_gemv(const PackedWna16& p, const float* x, int64_t M, float* y, 
   if (M <= 0) return true;
   thread_local LimbActivations scratch;
   LimbActivations& acts = scratch;  // the workers read the caller's buffers, not their own thread_local
-  reserve_limbs(p, M, acts);
+  acts.reserve(p, M);
   std::atomic<bool> ok{true};
   pool.parallel_for(0, M, 1, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1 && ok.load(std::memory_order_relaxed); ++m)

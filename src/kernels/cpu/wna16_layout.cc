@@ -53,19 +53,19 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
   // Rows in input order with codes of a whole field width: word wd of column n is qweight's word
   // [wd, n] as it stands (field j = row wd * F + j at bits j * SB in both), so a tile is a copy.
   const bool same_words = p.row_source.empty() && p.bits == p.storage_bits;
+  const uint32_t field_mask = (1u << p.bits) - 1u;
   compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t cols = std::min<int64_t>(kTileN, w.N - t * kTileN);
-      for (int64_t wd = 0; same_words && wd < p.words; ++wd) {
+      for (int64_t wd = 0; wd < p.words; ++wd) {
         uint32_t* out = p.codes.data() + (t * p.words + wd) * kTileN;
-        std::memcpy(out, q + wd * w.N + t * kTileN, static_cast<size_t>(cols) * sizeof(uint32_t));
-        std::fill(out + cols, out + kTileN, 0u);
-      }
-      // Otherwise field j of every column of the tile at once: packed row wd * F + j reads input row
-      // k's field from qweight's word row (two for a 3-bit field across a word boundary).
-      const uint32_t field_mask = (1u << p.bits) - 1u;
-      for (int64_t wd = 0; !same_words && wd < p.words; ++wd) {
-        uint32_t* out = p.codes.data() + (t * p.words + wd) * kTileN;
+        if (same_words) {
+          std::memcpy(out, q + wd * w.N + t * kTileN, static_cast<size_t>(cols) * sizeof(uint32_t));
+          std::fill(out + cols, out + kTileN, 0u);
+          continue;
+        }
+        // Otherwise field j of every column of the tile at once: packed row wd * F + j reads input row
+        // k's field from qweight's word row (two for a 3-bit field across a word boundary).
         std::fill(out, out + kTileN, 0u);
         for (int j = 0; j < p.fields; ++j) {
           const int64_t r = wd * p.fields + j;

@@ -41,6 +41,9 @@ struct LimbActivations {
   AlignedBuffer<int32_t> limbs;  // [M][kVnniLimbs][words][U] groups of four int8
   AlignedBuffer<float> scales;   // [M][groups]: s * 2^-SB (the layout's scales carry 2^SB)
   AlignedBuffer<int32_t> sums;   // [M][groups][kVnniLimbs]: sum of each limb over the group's rows
+
+  // Sets M and grows the buffers for M rows of layer p (contents unspecified).
+  void reserve(const PackedWna16& p, int64_t rows);
 };
 
 // Whether every int32 sum of the integer GEMV fits for this layer: a group of R packed rows sums

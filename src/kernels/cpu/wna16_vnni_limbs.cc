@@ -18,13 +18,20 @@ bool wna16_vnni_sums_fit(const PackedWna16& p) {
   return max_rows <= INT32_MAX / per_row;
 }
 
+void LimbActivations::reserve(const PackedWna16& p, int64_t rows) {
+  M = rows;
+  limbs.reserve(static_cast<size_t>(rows * kVnniLimbs * p.words * (8 / p.storage_bits)));
+  scales.reserve(static_cast<size_t>(rows * p.groups));
+  sums.reserve(static_cast<size_t>(rows * p.groups * kVnniLimbs));
+}
+
 bool split_activation_limbs(const PackedWna16& p, const float* x, int64_t M, LimbActivations& out) {
   const int F = p.fields, U = 8 / p.storage_bits;
   const int32_t* source = p.row_source.empty() ? nullptr : p.row_source.data();
-  out.M = M;
-  auto* limbs = reinterpret_cast<int8_t*>(out.limbs.reserve(static_cast<size_t>(M * p.words * U * kVnniLimbs)));
-  float* scales = out.scales.reserve(static_cast<size_t>(M * p.groups));
-  int32_t* sums = out.sums.reserve(static_cast<size_t>(M * p.groups * kVnniLimbs));
+  out.reserve(p, M);
+  auto* limbs = reinterpret_cast<int8_t*>(out.limbs.data());
+  float* scales = out.scales.data();
+  int32_t* sums = out.sums.data();
   const float two_minus_sb = std::ldexp(1.0f, -p.storage_bits);
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * p.K;
