@@ -398,7 +398,7 @@ TEST_F(CudaWna16FastTest, WgmmaNaturalX) {
     for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
       SCOPED_TRACE(fmt::format("natural x {}, tile {}", natural, tile));
       set_wna16_wgmma_tile(tile);
-      for (const auto& s : specs) check(s, DType::BF16, {1, 33, 64, 129}, Wna16FastPath::Wgmma);
+      for (const auto& s : specs) check(s, DType::BF16, {1, 17, 33, 64, 129}, Wna16FastPath::Wgmma);
       check(specs[1], DType::F16, {70}, Wna16FastPath::Wgmma);
     }
     set_wna16_wgmma_late(1);
@@ -800,7 +800,13 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 28672, 8192), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(65, 8192, 57344), 6);  // 4.7e8: 128 x 256 above 64 tokens
   EXPECT_EQ(wna16_wgmma_rule_tile(191, 28672, 8192), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192), 6);   // 2.3e8: from 192
+  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192), 12);  // 2.3e8: from 192 (256 x 128: the same padding)
+  EXPECT_EQ(wna16_wgmma_rule_tile(256, 28672, 8192), 12);  // 256 x 128 where 256-token tiles pad no more
+  EXPECT_EQ(wna16_wgmma_rule_tile(129, 8192, 57344), 12);
+  EXPECT_EQ(wna16_wgmma_rule_tile(128, 8192, 57344), 6);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 8192, 57344), 12);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 57344), 6);  // 1100 % 256 = 76: 128-token tiles pad less
+  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 10240), 9);   // 8.4e7: never 256 x 128
   EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);    // 6.7e7
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);   // 5.9e7
@@ -855,7 +861,7 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672, kSms), 9);  // 8b.gate_up: both whole (896, 1200)
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);   // 1.7e7: below the sizes measured
   EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);   // 2.3e8 below 192 tokens: 32 tiles split
-  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 6);   // and from 192 as before
+  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 12);  // and from 192 as before (256 x 128)
   // The cuBLAS bound: 1024 on these layers, 1536 where the 128 x 256 tiles go whole.
   EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 256 tiles
   EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
@@ -873,8 +879,8 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
 // dequantize + cuBLAS bound; and each range's path the rule's for both of its ends.
 TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_EQ(wna16_fast_path_summary(8192, 57344, 4, true, true),
-            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-2559 wgmma 128x256 · "
-            ">= 2560 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 wgmma 32x256 · 33-64 wgmma 64x384 · 65-128 wgmma 128x256 · "
+            "129-2559 wgmma 128x256 or 256x128 (less padding) · >= 2560 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, true, true),
             "M 1-16 stream · 17-64 wgmma 64x128 · >= 65 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 4096, 4, false, true),
@@ -906,8 +912,10 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
   // x in its own k order (mode 2, the default): from 33 up to 128 tokens below 2e8 weights and up to 256 below 1e8
   // with N <= 4096, else permuted first (v7n, v7o).
-  EXPECT_FALSE(wna16_wgmma_natural_x(32, 4096, 4096));
-  EXPECT_TRUE(wna16_wgmma_natural_x(33, 4096, 4096));
+  EXPECT_FALSE(wna16_wgmma_natural_x(16, 4096, 4096));
+  EXPECT_TRUE(wna16_wgmma_natural_x(17, 4096, 4096));
+  EXPECT_TRUE(wna16_wgmma_natural_x(32, 8192, 10240));
+  EXPECT_FALSE(wna16_wgmma_natural_x(32, 8192, 57344));  // >= 2e8: the permutation
   EXPECT_TRUE(wna16_wgmma_natural_x(128, 4096, 28672));
   EXPECT_FALSE(wna16_wgmma_natural_x(129, 4096, 28672));
   EXPECT_TRUE(wna16_wgmma_natural_x(128, 8192, 10240));

@@ -145,15 +145,16 @@ void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
 // 70b.gate_up M = 256 372.5 / 394.4); above 128 tokens (two 128-token m-tiles, each exchanging every word) the
 // exchange stays ahead only on the narrow 8b.down (M = 160 / 256 64.6 / 59.1, 64.3 / 61.1) and falls behind on
 // 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
-// default: from 33 tokens (where the A/B started; 17-32 keep the permutation until measured) up to 128 below 2e8
-// weights, up to 256 on layers of N <= 4096 below 1e8.
+// default: from 17 tokens up to 128 below 2e8 weights, up to 256 on layers of N <= 4096 below 1e8. From 17 tokens
+// (was 33) since v7r (µs at M = 17 / 32, natural vs
+// permuted: 70b.qkv 34.1 / 36.2 vs 36.9 / 39.1, 70b.o 31.7 / 32.0 vs 32.8 / 33.6, 8b.o 17.4 / 17.6 vs 18.8 / 19.0).
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
   const int64_t mode = set >= 0 ? set : env >= 0 ? env : 2;
   if (mode != 2) return mode == 1;
   const double weights = static_cast<double>(K) * static_cast<double>(N);
-  return M >= 33 && ((M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8));
+  return M >= 17 && ((M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8));
 }
 
 // Measured on the H200 (docs/w4a16-kernel-notes.md, v6, runs 5 and 7 of session 16) against the tiled
@@ -185,7 +186,14 @@ bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
 int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
   const bool mid = kn >= 6e7 && kn < kWna16FastLargeLayerKN;  // 70b.o-sized
-  if (M > 64) return kn >= 4e8 || (kn >= 2e8 && M >= 192) || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
+  if (M > 64) {
+    // 256 x 128 (t12) where the rule ran 128 x 256 on >= 2e8 weights and 256-token tiles pad no more than 128-token
+    // ones (v7r, µs at M = 256 / 512 / 1024: 70b.gate_up 356 / 681 / 1343 vs 368 / 700 / 1380, 70b.down 184 / 320 /
+    // 643 vs 191 / 334 / 663; on the [4e7, 2e8) layers within the spread or behind: 8b.down M = 256 66.6 vs 61.1).
+    const bool t6 = kn >= 4e8 || (kn >= 2e8 && M >= 192);
+    if (t6 && kn >= 2e8 && (M % 256 == 0 || M % 256 > 128)) return 12;
+    return t6 || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
+  }
   if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
   // Under 3e7 weights on N <= 4096: 64 x 128 with two producers from 17 tokens (8b.o M = 17 / 32: 18.8 / 18.9 us vs
   // 20.8 / 21.0 on t5, v7m); t5 at 16, where the stream kernel is turned off.
@@ -280,7 +288,11 @@ std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_
       case Wna16FastPath::Tiled: return "tiled";
       case Wna16FastPath::Cublas: return "dequant+cuBLAS";
       case Wna16FastPath::Wgmma: {
-        const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[wna16_wgmma_rule_tile(M, K, N, sm_count)];
+        const int tile = wna16_wgmma_rule_tile(M, K, N, sm_count);
+        // Above 128 tokens on >= 2e8 weights the rule alternates 128 x 256 and 256 x 128 by padding: one range.
+        if (M > 128 && (tile == 12 || (tile == 6 && static_cast<double>(K) * static_cast<double>(N) >= 2e8)))
+          return "wgmma 128x256 or 256x128 (less padding)";
+        const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
         return "wgmma " + std::to_string(t.tokens) + "x" + std::to_string(t.columns());
       }
       case Wna16FastPath::Auto: break;
@@ -527,14 +539,16 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     return keep > 0 ? std::min<int64_t>(keep, 1000) : fallback;
   }
 
-  // m-tiles of the stream kernel for M tokens. On layers of >= 2e8 weights the two-m-tile kernel (8 consumer warps,
-  // x in one tensor copy per stage) already runs M = 6-8: H200, µs at M = 4 / 8, one m-tile vs two: 70b.gate_up
-  // 88.3 / 103.7 vs 91.0 / 93.6, 70b.down 48.8 / 57.9 vs 50.8 / 53.5 (the crossing near M = 5; 8b.gate_up and
-  // 70b.qkv tie at M = 8). QLM_W4FAST_STREAM_MIN_MT=2 (tuning) runs every M <= 8 on it.
+  // m-tiles of the stream kernel for M tokens: one up to 8 on every layer. Sessions 18-37 ran M = 6-8 on two m-tiles
+  // on layers of >= 2e8 weights (v5j: one m-tile was behind there); since the one-m-tile kernel's producers and ring
+  // work (v7k-v7m) it is well ahead (v7r, µs at M = 6 / 8, one m-tile vs two: 70b.gate_up 65.3 / 67.3 vs 81.7 /
+  // 82.0, 70b.down 34.3 / 35.3 vs 43.5 / 43.5). Tuning: QLM_W4FAST_STREAM_ONE_MT_MAX=n (1-8) ends one m-tile at n,
+  // QLM_W4FAST_STREAM_MIN_MT=2 runs every M <= 8 on two.
   int stream_mt(int64_t M) const {
     static const int64_t min_mt = env_int("QLM_W4FAST_STREAM_MIN_MT", 1);
-    const bool largest = static_cast<double>(cfg_.K_p) * static_cast<double>(cfg_.N_p) >= 2e8;
-    const int mt = M <= (largest ? 5 : 8) ? 1 : M <= 16 ? 2 : 4;
+    static const int64_t one_mt_max = env_int("QLM_W4FAST_STREAM_ONE_MT_MAX", 0);
+    const int64_t one_max = one_mt_max > 0 ? std::min<int64_t>(one_mt_max, 8) : 8;
+    const int mt = M <= one_max ? 1 : M <= 16 ? 2 : 4;
     return min_mt >= 4 ? 4 : min_mt >= 2 ? std::max(mt, 2) : mt;
   }
 

@@ -23,10 +23,12 @@ namespace cuda {
 // owning the ring's slots (the same registers and spills under ptxas; 2-10 % faster, v7m). The rule
 // (wna16_wgmma_rule_tile) runs 8 (64 x 384) at 33-64 tokens on layers of >= 1e8 weights and 10 below; 11 at 17-32
 // tokens on layers of >= 7.5e7 weights, 10 there on 70b.o-sized layers (N >= 8192) and under 3e7 weights on
-// N <= 4096; 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers and where its tiles go whole);
+// N <= 4096; 9 (128 x 192) above 64 tokens (6, 128 x 256, on the largest layers and where its tiles go whole; 12
+// in its place on >= 2e8 weights where 256-token tiles pad no more);
 // 3 and 5 where the stream kernel is turned off (9-16 tokens); 0, 1, 2, 4 and 7 only when forced (QLM_WGMMA_TILE=i).
 // Entry 12 (256 x 128: each consumer warpgroup one m64n256k16 per k-tile, half the dequantization per MMA of the
-// 128 x 256 tile, twice its x per weight; 3 stages of 73-76 KB) is forced-only until measured (notes v7p).
+// 128 x 256 tile, twice its x per weight; 3 stages of 73-76 KB) replaces 6 on layers of >= 2e8 weights where 256-token
+// tiles pad no more than 128-token ones (3-4 % ahead there, notes v7r).
 struct Wna16WgmmaTile {
   int tokens, blocks_per_wg, per_sm, producer_warps, consumer_warpgroups;
   constexpr int columns() const { return 64 * blocks_per_wg * consumer_warpgroups; }

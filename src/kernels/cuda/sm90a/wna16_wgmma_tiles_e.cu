@@ -1,5 +1,5 @@
 // The wgmma kernels of tile configuration 12 (kWna16WgmmaTiles): the producer-warpgroup tile of 256 tokens x 128
-// columns (forced only, QLM_WGMMA_TILE=12, until measured).
+// columns (the rule on layers of >= 2e8 weights above 128 tokens where 256-token tiles pad no more, notes v7r).
 #include "kernels/cuda/sm90a/wna16_wgmma_kernel.cuh"
 
 namespace qlm::cuda {
