@@ -197,9 +197,13 @@ int wna16_stream_max_stages_override();
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
 // The same for the two-m-tile stream kernel's x ring (12 consumer warps reading x from a ring of its own, notes v7p;
-// off by default until measured): 1 on, 0 off, -1 QLM_W4FAST_STREAM_XRING (=1: on).
+// measured 2-5 % slower, off by default): 1 on, 0 off, -1 QLM_W4FAST_STREAM_XRING (=1: on).
 void set_wna16_stream_x_ring(int mode);
 int wna16_stream_x_ring_override();
+// The same for the two-m-tile 4-bit stream kernel with each weight scaled before its MMA (16 consumer warps on
+// k-slices, notes v7r; off by default until measured): 1 on, 0 off, -1 QLM_W4FAST_STREAM_EARLY (=1: on).
+void set_wna16_stream_early(int mode);
+int wna16_stream_early_override();
 // The same for the stages past the first ring whose codes the stream kernel's producers request into L2 before
 // waiting for the previous kernel (0-64; -1: QLM_W4FAST_STREAM_L2_AHEAD, default 0, off until measured; notes v7p).
 void set_wna16_stream_l2_ahead(int stages);

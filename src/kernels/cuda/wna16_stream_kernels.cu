@@ -60,18 +60,22 @@ constexpr int kCols = kWN * 64;
 constexpr int kRedRow = kCols + 4;                 // floats per token row of the reduction tile
 constexpr int kMaxStages = kWna16StreamMaxStages;  // the deepest ring (16 KB of codes per stage)
 
-template <int BITS, int MT, bool XR = false>
+template <int BITS, int MT, bool XR = false, bool EARLY = false>
 struct StreamShape {
   // 4-bit codes at one or two m-tiles: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
   // stages per warp: consumer warp (wn, p) takes column block wn, all KS k-tiles, of every kWK-th stage
   // (those with p = stage index mod kWK), so kWK stages are in the consumers' hands at once. Otherwise
   // warp (wn, wk) takes k-tiles [wk * KH, (wk + 1) * KH) of column block wn of every stage.
-  static constexpr bool kLate = BITS == 4 && MT <= 2;
+  // EARLY (4-bit, two m-tiles; forced only, QLM_W4FAST_STREAM_EARLY=1, notes v7r): the k-slice kernel with each
+  // weight scaled before its MMA instead, 16 consumer warps (no raw sums, x sums or ones-MMA to hold).
+  static constexpr bool kEarlyFits = BITS == 4 && MT == 2;
+  static_assert(!EARLY || (kEarlyFits && !XR), "the early-scaled twin serves the two-m-tile late kernel");
+  static constexpr bool kLate = BITS == 4 && MT <= 2 && !EARLY;
   // XR (x ring; 4-bit, two m-tiles only): 12 consumer warps instead of 8, x in a ring of its own (ring_side_slots
   // slots after the stages) so that a warp copies only the codes to registers before releasing a stage and reads its
   // x fragments during the math: the registers the 8-warp kernel spends on a stage's x (32 per thread) pay for the
   // third warp group (notes v7p; forced only, QLM_W4FAST_STREAM_XRING=1, until measured).
-  static constexpr bool kXRingFits = BITS == 4 && MT == 2;  // the kernels that have an XR twin
+  static constexpr bool kXRingFits = BITS == 4 && MT == 2 && !EARLY;  // the kernels that have an XR twin
   static_assert(!XR || kXRingFits, "the x ring serves the two-m-tile late kernel");
   // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
   // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
@@ -105,18 +109,18 @@ struct StreamShape {
 // alignment).
 __host__ __device__ constexpr int x_slot_bytes_of(int rows, int xrow) { return (rows * xrow * 2 + 127) / 128 * 128; }
 
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false>
-__global__ void __launch_bounds__(StreamShape<BITS, MT, XR>::kMaxThreads, 1)
+template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
+__global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
                   const float* __restrict__ bias, uint16_t* __restrict__ y, int l2_ahead) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
-  static_assert(StreamShape<BITS, MT, XR>::kStageWarps >= 1 &&
-                StreamShape<BITS, MT, XR>::kStageWarps <= StreamShape<BITS, MT, XR>::kConsumerWarps);
+  static_assert(StreamShape<BITS, MT, XR, EARLY>::kStageWarps >= 1 &&
+                StreamShape<BITS, MT, XR, EARLY>::kStageWarps <= StreamShape<BITS, MT, XR, EARLY>::kConsumerWarps);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace bulk;
-  using S = StreamShape<BITS, MT, XR>;
+  using S = StreamShape<BITS, MT, XR, EARLY>;
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
@@ -498,21 +502,21 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR>::kMaxThreads, 1)
     q += j1 - j0;
   }
 #else
-  static_assert(StreamShape<BITS, MT, XR>::KH > 0);
+  static_assert(StreamShape<BITS, MT, XR, EARLY>::KH > 0);
   __trap();  // sm_90 only: the host never launches it elsewhere (wna16_stream_usable)
 #endif
 }
 
-template <int BITS, bool BF16, int MT, bool ZP, bool XR>
+template <int BITS, bool BF16, int MT, bool ZP, bool XR, bool EARLY>
 int stage_bytes_of(int par_bytes, int rows) {
-  using S = StreamShape<BITS, MT, XR>;
+  using S = StreamShape<BITS, MT, XR, EARLY>;
   // A multiple of 128 bytes, so every stage's x region (at kCodeBytes + parameters, both multiples of 128)
   // is aligned for the x box (and with the x ring, XR, the ring after the stages).
   return (S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + (XR ? 0 : rows * S::XRow * 2) + 127) / 128 * 128;
 }
 
 // Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
-template <int BITS, bool BF16, int MT, bool ZP, bool XR>
+template <int BITS, bool BF16, int MT, bool ZP, bool XR, bool EARLY>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0;
@@ -520,7 +524,7 @@ int smem_limit() {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
       return 0;
     const int usable = optin - 1024;  // the static barriers and flag
-    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP, XR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP, XR, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              usable) != cudaSuccess)
       return 0;
     return usable;
@@ -535,15 +539,15 @@ struct Plan {
 
 // The ring for calls of `rows` tokens (rows <= TM; TM rows: the deepest ring any M gets); with the x ring (XR) its
 // ring_side_slots x slots after the stages.
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false>
+template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
 Plan plan_of(const Wna16FastArgs& w, int rows) {
-  using S = StreamShape<BITS, MT, XR>;
+  using S = StreamShape<BITS, MT, XR, EARLY>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(S::KS, (S::KS - 1) / tpg + 2));
   Plan p;
   p.par_bytes = gslots * kWN * 128;
-  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP, XR>(p.par_bytes, rows);
-  const int limit = smem_limit<BITS, BF16, MT, ZP, XR>();
+  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP, XR, EARLY>(p.par_bytes, rows);
+  const int limit = smem_limit<BITS, BF16, MT, ZP, XR, EARLY>();
   // The cap: the tests' override, QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning) or wna16_stream_default_stages
   // (fewer at one m-tile, so the block leaves shared memory for the neighbouring kernels' blocks); at least one stage
   // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
@@ -584,24 +588,36 @@ bool stream_x_ring() {
 // Stages past the first ring whose codes each producer requests into L2 before waiting for the previous kernel
 // (programmatic dependent launch): the tests' override (set_wna16_stream_l2_ahead), else QLM_W4FAST_STREAM_L2_AHEAD
 // (0-64), else 0 (off until measured).
+// Whether the two-m-tile 4-bit kernel scales each weight before its MMA (EARLY: 16 consumer warps taking k-slices)
+// instead of late (off by default until measured): the tests' override (set_wna16_stream_early), else
+// QLM_W4FAST_STREAM_EARLY=1. The x ring, where also asked for, takes precedence.
+bool stream_early() {
+  static const int64_t env = env_int("QLM_W4FAST_STREAM_EARLY", 0);
+  const int set = wna16_stream_early_override();
+  return set >= 0 ? set == 1 : env == 1;
+}
+
 int stream_l2_ahead() {
   static const int64_t env = env_int("QLM_W4FAST_STREAM_L2_AHEAD", 0);
   const int set = wna16_stream_l2_ahead_override();
   return static_cast<int>(std::clamp<int64_t>(set >= 0 ? set : env, 0, 64));
 }
 
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false>
+template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
                    cudaStream_t stream) {
-  if constexpr (!XR && StreamShape<BITS, MT>::kXRingFits) {
+  if constexpr (!XR && !EARLY && StreamShape<BITS, MT>::kXRingFits) {
     if (stream_x_ring())
       return launch<BITS, BF16, MT, ZP, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl, x_boxes,
                                               stream);
+    if (stream_early())
+      return launch<BITS, BF16, MT, ZP, false, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl,
+                                                     x_boxes, stream);
   }
-  using S = StreamShape<BITS, MT, XR>;
+  using S = StreamShape<BITS, MT, XR, EARLY>;
   const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
-  const Plan p = plan_of<BITS, BF16, MT, ZP, XR>(w, rows);
+  const Plan p = plan_of<BITS, BF16, MT, ZP, XR, EARLY>(w, rows);
   if (p.stages == 0) return cudaErrorInvalidValue;
   // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
   // is never read); zeros past K. One m-tile copies x per row (the kernel never reads the map there), so its
@@ -610,7 +626,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const bool x_box = MT > 1 && x_boxes &&
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
-  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP, XR>, dim3(blocks),
+  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP, XR, EARLY>, dim3(blocks),
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
                                       static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
@@ -641,6 +657,9 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
         if constexpr (StreamShape<V::kBits, V::kMt>::kXRingFits) {
           if (stream_x_ring())
             return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, true>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
+          if (stream_early())
+            return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, false, true>(w, StreamShape<V::kBits, V::kMt>::TM)
+                       .stages > 0;
         }
         return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
       },
