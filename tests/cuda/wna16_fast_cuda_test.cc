@@ -41,9 +41,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
-    set_wna16_stream_x_ring(-1);
     set_wna16_stream_early(-1);
-    set_wna16_stream_l2_ahead(-1);
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
   }
@@ -226,29 +224,6 @@ TEST_F(CudaWna16FastTest, StreamProducerWarps) {
   check(specs[0], DType::F16, {2, 12}, Wna16FastPath::Stream);
 }
 
-// The two-m-tile kernel with its x ring (12 consumer warps reading x from a ring of its own, off by default until
-// measured): M = 9-16 on g128 (the one-group path that reads x after releasing the stage), g32 with zero points and
-// act-order and odd groups (the paths that release both at the end), one to three producers, the default ring (6),
-// the shallowest (3) and the deepest that fits under a cap of 12 (9 stages and 12 x slots on the g128 layer); one
-// m-tile and 8-bit beside it unchanged.
-TEST_F(CudaWna16FastTest, StreamXRing) {
-  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  set_wna16_stream_x_ring(1);
-  const std::vector<Wna16Spec> specs = stream_specs(111);
-  for (int producers : {1, 2, 3}) {
-    for (int cap : {0, 3, 12}) {
-      SCOPED_TRACE(fmt::format("x ring, producers {}, ring cap {}", producers, cap));
-      set_wna16_stream_producers(producers);
-      set_wna16_stream_max_stages(cap);
-      for (const auto& s : specs) check(s, DType::BF16, {9, 11, 16}, Wna16FastPath::Stream);
-    }
-  }
-  set_wna16_stream_producers(0);
-  set_wna16_stream_max_stages(0);
-  for (const auto& s : specs) check(s, DType::BF16, {1, 5, 13, 17}, Wna16FastPath::Stream);
-  check(specs[0], DType::F16, {10, 16}, Wna16FastPath::Stream);
-}
-
 // The two-m-tile 4-bit stream kernel with early scaling (16 consumer warps on k-slices, each weight scaled before its
 // MMA; forced only): every spec at 9-16 tokens with one to three producers and several ring depths, both act
 // dtypes; one m-tile and four keep their own kernels under the switch.
@@ -268,21 +243,6 @@ TEST_F(CudaWna16FastTest, StreamEarlyTwoMTiles) {
   set_wna16_stream_max_stages(0);
   for (const auto& s : specs) check(s, DType::BF16, {1, 7, 10, 17}, Wna16FastPath::Stream);
   check(specs[0], DType::F16, {11, 16}, Wna16FastPath::Stream);
-}
-
-// The stream kernel's producers requesting the codes of stages past the first ring into L2 before the wait for the
-// previous kernel (a hint, off by default until measured): a few stages, more than a block has (every stage of its
-// share, past the layer's last), one to four m-tiles, the x ring too; the results must not change.
-TEST_F(CudaWna16FastTest, StreamL2Ahead) {
-  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  const std::vector<Wna16Spec> specs = stream_specs(121);
-  for (int ahead : {4, 64}) {
-    SCOPED_TRACE(fmt::format("l2 ahead {}", ahead));
-    set_wna16_stream_l2_ahead(ahead);
-    for (const auto& s : specs) check(s, DType::BF16, {1, 8, 16, 17, 32}, Wna16FastPath::Stream);
-  }
-  set_wna16_stream_x_ring(1);
-  check(specs[0], DType::BF16, {12, 16}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile

@@ -36,35 +36,29 @@ struct RingModel {
   int stages, warps, groups;
   Readers readers;
   std::function<int(int64_t)> producer_of;  // stage index -> producer warp
-  // Side ring slots (ring_side_slots; 0: none; one group per stage only): each stage's second operand, which its
-  // group reads after it has released the main slot and releases before it takes its next stage. The producer of
-  // stage i waits for side slot i % side by parity after its main wait, and one landing fills both.
-  int side = 0;
 };
 
 struct Outcome {
   std::string violation;  // empty: none
   bool deadlock = false;
-  int64_t side_blocked = 0;  // times a producer past its main wait found its side wait not yet met
 };
 
 // One random interleaving of n stages through the ring.
 Outcome run_once(const RingModel& m, int64_t n, std::mt19937_64& rng) {
-  const int S = m.stages, side = m.side;
-  std::vector<Barrier> full(S), empty(S), side_empty(side);
+  const int S = m.stages;
+  std::vector<Barrier> full(S), empty(S);
   for (auto& b : empty) b.count = m.readers == Readers::kAllEveryStage ? m.groups : 1;
   std::vector<bool> landed(n, false);
-  std::vector<int> released(n, 0), side_released(n, 0);
+  std::vector<int> released(n, 0);
   const int need = m.readers == Readers::kAllEveryStage ? m.groups : 1;
   // Producers: their stages in order.
   std::vector<std::vector<int64_t>> own(m.warps);
   for (int64_t i = 0; i < n; ++i) own[m.producer_of(i)].push_back(i);
   std::vector<size_t> pnext(m.warps, 0);
   std::vector<int64_t> in_flight;  // issued fills not landed yet
-  // Consumers: next stage and what they hold of it (0: nothing, waiting for it; 1: the main slot (and the side
-  // slot); 2: the side slot only).
+  // Consumers: next stage and whether they hold it (read, not released).
   std::vector<int64_t> cnext(m.groups);
-  std::vector<int> holding(m.groups, 0);
+  std::vector<bool> holding(m.groups, false);
   for (int g = 0; g < m.groups; ++g) cnext[g] = m.readers == Readers::kAllEveryStage ? 0 : g;
   const int64_t cstep = m.readers == Readers::kAllEveryStage ? 1 : m.groups;
 
@@ -75,15 +69,10 @@ Outcome run_once(const RingModel& m, int64_t n, std::mt19937_64& rng) {
     for (int p = 0; p < m.warps; ++p) {
       if (pnext[p] == own[p].size()) continue;
       const int64_t i = own[p][pnext[p]];
-      if (i >= S && !empty[i % S].parity_done(i / S - 1)) continue;
-      if (side > 0 && i >= side && !side_empty[i % side].parity_done(i / side - 1)) {
-        ++out.side_blocked;
-        continue;
-      }
-      enabled.push_back(p);
+      if (i < S || empty[i % S].parity_done(i / S - 1)) enabled.push_back(p);
     }
     for (int g = 0; g < m.groups; ++g) {
-      if (holding[g] != 0) {
+      if (holding[g]) {
         enabled.push_back(m.warps + g);
       } else if (cnext[g] < n && full[cnext[g] % S].parity_done(cnext[g] / S)) {
         enabled.push_back(m.warps + g);
@@ -93,33 +82,24 @@ Outcome run_once(const RingModel& m, int64_t n, std::mt19937_64& rng) {
     for (size_t k = 0; k < in_flight.size(); ++k) enabled.push_back(land0 + static_cast<int>(k));
     if (enabled.empty()) break;
     const int a = enabled[std::uniform_int_distribution<size_t>(0, enabled.size() - 1)(rng)];
-    if (a < m.warps) {  // issue the stage's copies into its slot (and side slot)
+    if (a < m.warps) {  // issue the stage's copies into its slot
       const int64_t i = own[a][pnext[a]++];
       if (i >= S && released[i - S] < need)
         return {"producer " + std::to_string(a) + " overwrote stage " + std::to_string(i - S) +
                     " (still being read) with stage " + std::to_string(i),
-                false, out.side_blocked};
-      if (side > 0 && i >= side && side_released[i - side] == 0)
-        return {"producer " + std::to_string(a) + " overwrote the side slot of stage " + std::to_string(i - side),
-                false, out.side_blocked};
+                false};
       in_flight.push_back(i);
     } else if (a < land0) {
       const int g = a - m.warps;
       const int64_t i = cnext[g];
-      if (holding[g] == 0) {
+      if (!holding[g]) {
         if (!landed[i])
-          return {"consumer " + std::to_string(g) + " read stage " + std::to_string(i) + " before it landed", false,
-                  out.side_blocked};
-        holding[g] = 1;
-      } else if (holding[g] == 1) {  // the main slot released
-        holding[g] = side > 0 ? 2 : 0;
+          return {"consumer " + std::to_string(g) + " read stage " + std::to_string(i) + " before it landed", false};
+        holding[g] = true;
+      } else {
+        holding[g] = false;
         ++released[i];
         empty[i % S].arrive();
-        if (side == 0) cnext[g] += cstep;
-      } else {  // the side slot released
-        holding[g] = 0;
-        ++side_released[i];
-        side_empty[i % side].arrive();
         cnext[g] += cstep;
       }
     } else {  // a fill lands: its bytes complete the slot's full barrier phase
@@ -135,14 +115,12 @@ Outcome run_once(const RingModel& m, int64_t n, std::mt19937_64& rng) {
   return out;
 }
 
-// The first violation over `runs` interleavings (or a deadlock), empty if none; the side waits that blocked are
-// added to *side_blocked.
-std::string first_violation(const RingModel& m, int runs, uint64_t seed, int64_t* side_blocked = nullptr) {
+// The first violation over `runs` interleavings (or a deadlock), empty if none.
+std::string first_violation(const RingModel& m, int runs, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (int r = 0; r < runs; ++r) {
     const int64_t n = 3 * m.stages + static_cast<int64_t>(rng() % (6 * m.stages + 8));
     const Outcome o = run_once(m, n, rng);
-    if (side_blocked) *side_blocked += o.side_blocked;
     if (!o.violation.empty()) return o.violation;
     if (o.deadlock) return "deadlock with " + std::to_string(n) + " stages";
   }
@@ -203,32 +181,6 @@ TEST(RingSchedule, GroupsInTurnNeedADepthTheyDivide) {
   EXPECT_NE(v.find("before it landed"), std::string::npos) << v;
   EXPECT_EQ(first_violation(owned_schedule(2, 6, 3, Readers::kOneGroupPerStage), 400, 9), "");
   EXPECT_EQ(first_violation(owned_schedule(3, 3, 3, Readers::kOneGroupPerStage), 400, 9), "");
-}
-
-// With ring_side_slots(stages, groups) side slots the side wait is always met by the time the main wait is (so the
-// producer warps may take a side slot's uses in any order), and nothing is overwritten or read early; with only as
-// many side slots as main ones the side wait is what holds the producer back.
-TEST(RingSchedule, SideRingWaitIsAlreadyMet) {
-  EXPECT_EQ(ring_side_slots(6, 3), 9);
-  EXPECT_EQ(ring_side_slots(4, 2), 6);
-  const auto with_side = [](int requested, int stages, int groups, int side) {
-    RingModel m = owned_schedule(requested, stages, groups, Readers::kOneGroupPerStage);
-    m.side = side;
-    return m;
-  };
-  for (int groups : {2, 3})
-    for (int stages = groups; stages <= 12; stages += groups)
-      for (int requested = 1; requested <= 3; ++requested) {
-        SCOPED_TRACE(::testing::Message() << "stages " << stages << " producers " << requested << " groups " << groups);
-        int64_t blocked = 0;
-        EXPECT_EQ(first_violation(with_side(requested, stages, groups, ring_side_slots(stages, groups)), 60,
-                                  2000 + stages, &blocked),
-                  "");
-        EXPECT_EQ(blocked, 0);
-      }
-  int64_t blocked = 0;
-  EXPECT_EQ(first_violation(with_side(3, 6, 3, 6), 200, 11, &blocked), "");
-  EXPECT_GT(blocked, 0);
 }
 
 }  // namespace

@@ -112,13 +112,6 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, ui
       : "memory");
 #endif
 }
-// Asks L2 for `bytes` (a multiple of 16) from global `src` without copying them anywhere: a hint with no completion
-// to wait for. For stages a ring cannot hold yet, requested before the kernel waits for its predecessor.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#ifdef QLM_BULK_SM90
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
 // A 2-D box of the tensor map at `map` (a __grid_constant__ kernel parameter) at coordinates (c0 inner,
 // c1) to shared memory, completing on bar; out-of-bounds elements arrive as zeros and count as bytes.
 __device__ __forceinline__ void tensor_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
@@ -239,16 +232,10 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer paces the
 // ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
 // kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
-// ahead > 0: before that wait, prefetch_stage(cursor) also runs for up to `ahead` stages after the first ring (the
-// slot owners' share each), so that their weights are on their way to L2 while the previous kernel ends.
-struct NoStagePrefetch {
-  __device__ __forceinline__ void operator()(const StageCursor&) const {}
-};
-template <bool kClusterWait = false, typename CopyStage, typename PrefetchStage = NoStagePrefetch>
+template <bool kClusterWait = false, typename CopyStage>
 __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
                                                int stages, uint32_t empty0, CopyStage&& copy_stage, int part = 0,
-                                               int parts = 1, int ahead = 0,
-                                               PrefetchStage&& prefetch_stage = NoStagePrefetch{}) {
+                                               int parts = 1) {
   parts = ring_producer_warps(parts, stages);
   if (part >= parts) return;
   StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
@@ -256,12 +243,6 @@ __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, i
   // The prologue's stage i is slot i: this warp's are part, part + parts, ...
   for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg))
     if (ring_slot_producer(i, parts) == part) copy_stage(at, i, true, false);
-  if (ahead > 0) {
-    StageCursor later = at;
-    const int last = static_cast<int>(q_end - q_begin < pre + ahead ? q_end - q_begin : pre + ahead);
-    for (int i = static_cast<int>(pre); i < last; ++i, later.next(per_tile, ks, tpg))
-      if (ring_slot_producer(i % stages, parts) == part) prefetch_stage(later);
-  }
   wait_for_predecessor();
   for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg))
     if (ring_slot_producer(i, parts) == part) copy_stage(first, i, false, true);

@@ -25,16 +25,6 @@ QLM_RING_HOST_DEVICE constexpr int ring_producer_warps(int requested, int stages
 // was still being read, and the stream kernel died with a launch failure.)
 QLM_RING_HOST_DEVICE constexpr int ring_slot_producer(int slot, int warps) { return slot % warps; }
 
-// Slots of a side ring beside a ring of `stages` slots read by `groups` consumer groups in turn (group i mod groups
-// takes stage i), for each stage's second operand: a group copies the first operand to registers and releases the
-// main slot at once, then reads the side slot during its math and releases it before it takes its next stage (the
-// stream kernel's x ring, XR in wna16_stream_kernels.cu). The producer refills main slot i % stages after stage
-// i - stages was released by its group, which had released stage i - stages - groups's side slot before it: with
-// stages + groups side slots, side slot i % side's previous use (stage i - stages - groups) has always left when the
-// producer comes to it, so its parity wait never blocks and cannot pass early, whichever producer warp issues it
-// (tests/kernels/ring_schedule_test.cc checks this against the model; stages side slots would block).
-QLM_RING_HOST_DEVICE constexpr int ring_side_slots(int stages, int groups) { return stages + groups; }
-
 }  // namespace qlm::cuda
 
 #undef QLM_RING_HOST_DEVICE

@@ -196,18 +196,10 @@ int wna16_stream_max_stages_override();
 // The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 3).
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
-// The same for the two-m-tile stream kernel's x ring (12 consumer warps reading x from a ring of its own, notes v7p;
-// measured 2-5 % slower, off by default): 1 on, 0 off, -1 QLM_W4FAST_STREAM_XRING (=1: on).
-void set_wna16_stream_x_ring(int mode);
-int wna16_stream_x_ring_override();
 // The same for the two-m-tile 4-bit stream kernel with each weight scaled before its MMA (16 consumer warps on
 // k-slices, notes v7r; off by default until measured): 1 on, 0 off, -1 QLM_W4FAST_STREAM_EARLY (=1: on).
 void set_wna16_stream_early(int mode);
 int wna16_stream_early_override();
-// The same for the stages past the first ring whose codes the stream kernel's producers request into L2 before
-// waiting for the previous kernel (0-64; -1: QLM_W4FAST_STREAM_L2_AHEAD, default 0, off until measured; notes v7p).
-void set_wna16_stream_l2_ahead(int stages);
-int wna16_stream_l2_ahead_override();
 // How the stream and wgmma kernels count a split tile's segments (their stream-K fix-up): 1, a __threadfence() in
 // every thread around one thread's atomicAdd; 2, one thread's acq_rel atomic between two barriers
 // (bulk::arrive_tile_counter_acq_rel; default since session 34: 1-3 % faster at M = 1-256, docs/w4a16-kernel-notes.md

@@ -60,28 +60,22 @@ constexpr int kCols = kWN * 64;
 constexpr int kRedRow = kCols + 4;                 // floats per token row of the reduction tile
 constexpr int kMaxStages = kWna16StreamMaxStages;  // the deepest ring (16 KB of codes per stage)
 
-template <int BITS, int MT, bool XR = false, bool EARLY = false>
+template <int BITS, int MT, bool EARLY = false>
 struct StreamShape {
   // 4-bit codes at one or two m-tiles: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
   // stages per warp: consumer warp (wn, p) takes column block wn, all KS k-tiles, of every kWK-th stage
   // (those with p = stage index mod kWK), so kWK stages are in the consumers' hands at once. Otherwise
   // warp (wn, wk) takes k-tiles [wk * KH, (wk + 1) * KH) of column block wn of every stage.
-  // EARLY (4-bit, two m-tiles; forced only, QLM_W4FAST_STREAM_EARLY=1, notes v7r): the k-slice kernel with each
-  // weight scaled before its MMA instead, 16 consumer warps (no raw sums, x sums or ones-MMA to hold).
-  static constexpr bool kEarlyFits = BITS == 4 && MT == 2;
-  static_assert(!EARLY || (kEarlyFits && !XR), "the early-scaled twin serves the two-m-tile late kernel");
+  // EARLY (4-bit, two m-tiles; forced only, QLM_W4FAST_STREAM_EARLY=1, notes v7r): the k-slice loop with each weight
+  // scaled before its MMA instead, on 16 consumer warps (no raw sums, x sums or ones-MMA to hold).
+  static constexpr bool kEarlyFits = BITS == 4 && MT == 2;  // the kernels that have an EARLY twin
+  static_assert(!EARLY || kEarlyFits, "the early-scaled twin serves the two-m-tile late kernel");
   static constexpr bool kLate = BITS == 4 && MT <= 2 && !EARLY;
-  // XR (x ring; 4-bit, two m-tiles only): 12 consumer warps instead of 8, x in a ring of its own (ring_side_slots
-  // slots after the stages) so that a warp copies only the codes to registers before releasing a stage and reads its
-  // x fragments during the math: the registers the 8-warp kernel spends on a stage's x (32 per thread) pay for the
-  // third warp group (notes v7p; forced only, QLM_W4FAST_STREAM_XRING=1, until measured).
-  static constexpr bool kXRingFits = BITS == 4 && MT == 2 && !EARLY;  // the kernels that have an XR twin
-  static_assert(!XR || kXRingFits, "the x ring serves the two-m-tile late kernel");
   // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
   // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
   // instructions per scheduler and cycle); without late scaling, at two m-tiles 16 warps were 10-35 % faster
   // than 8 on 4096-wide layers; at four, 16 would not fit the registers.
-  static constexpr int kConsumerWarps = kLate ? (MT == 1 || XR ? 12 : 8) : MT == 2 ? 16 : 8;
+  static constexpr int kConsumerWarps = kLate ? (MT == 1 ? 12 : 8) : MT == 2 ? 16 : 8;
   static constexpr int kWK = kConsumerWarps / kWN;
   static constexpr int kConsumers = kConsumerWarps * 32;
   // Producer warps owning the ring's slots (produce_stages), 1 to kMaxProducerWarps, chosen per launch
@@ -105,30 +99,24 @@ struct StreamShape {
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
-// Bytes of one slot of the x ring (XR): `rows` token rows of `xrow` halves, whole 128-byte units (the x box's
-// alignment).
-__host__ __device__ constexpr int x_slot_bytes_of(int rows, int xrow) { return (rows * xrow * 2 + 127) / 128 * 128; }
-
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
-__global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads, 1)
+template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
+__global__ void __launch_bounds__(StreamShape<BITS, MT, EARLY>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
-                  const float* __restrict__ bias, uint16_t* __restrict__ y, int l2_ahead) {
+                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
-  static_assert(StreamShape<BITS, MT, XR, EARLY>::kStageWarps >= 1 &&
-                StreamShape<BITS, MT, XR, EARLY>::kStageWarps <= StreamShape<BITS, MT, XR, EARLY>::kConsumerWarps);
+  static_assert(StreamShape<BITS, MT, EARLY>::kStageWarps >= 1 &&
+                StreamShape<BITS, MT, EARLY>::kStageWarps <= StreamShape<BITS, MT, EARLY>::kConsumerWarps);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace bulk;
-  using S = StreamShape<BITS, MT, XR, EARLY>;
+  using S = StreamShape<BITS, MT, EARLY>;
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
   constexpr bool kLate = S::kLate;
   extern __shared__ __align__(128) unsigned char smem[];
-  // full[0..stages), empty[kMaxStages..); XR: x_empty of the x ring's x_slots slots from 2 kMaxStages, counted like
-  // empty.
-  __shared__ __align__(8) uint64_t bars[2 * kMaxStages + (XR ? kMaxStages + S::kWK : 0)];
+  __shared__ __align__(8) uint64_t bars[2 * kMaxStages];  // full[0..stages), empty[kMaxStages..)
   __shared__ bool last_segment;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -139,14 +127,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
   const int64_t T = n_tiles * per_tile, G = gridDim.x;
   const int64_t q_begin = blockIdx.x * T / G, q_end = (blockIdx.x + 1) * T / G;
   const int rows = min(TM, M);
-  const int x_off = kCodeBytes + (ZP ? 2 : 1) * par_bytes;  // the stage's x rows (XR: none)
+  const int x_off = kCodeBytes + (ZP ? 2 : 1) * par_bytes;  // the stage's x rows
   const uint32_t sbase = smem_addr(smem);
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kMaxStages]);
-  // XR: the x ring after the stages (at stages * stage_bytes), slot i % x_slots holding stage i's rows (stage i
-  // counted from q_begin).
-  const int x_slots = XR ? ring_side_slots(stages, S::kWK) : 0;
-  const int x_slot_bytes = XR ? x_slot_bytes_of(rows, XRow) : 0;
-  const uint32_t x_empty0 = XR ? smem_addr(&bars[2 * kMaxStages]) : 0u;
 
   allow_dependents();  // the next kernel may take this SM once this block has left it
   if (tid == 0) {
@@ -154,8 +137,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
       mbar_init(full0 + 8 * i, 1);
       mbar_init(empty0 + 8 * i, S::kStageWarps);
     }
-    if constexpr (XR)
-      for (int i = 0; i < x_slots; ++i) mbar_init(x_empty0 + 8 * i, S::kStageWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -190,36 +171,14 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
         load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros, base + kCodeBytes,
                                    par_bytes, bar);
       }
-      if constexpr (XR) {
-        // Stage i's x slot; its previous stage there (i - x_slots) has left it once its warps arrived on x_empty
-        // (ring_side_slots: always before this stage's code slot came free).
-        if (x_rows) {
-          // 32-bit: a block's stages number well below 2^31, and a 64-bit division per stage once paced this warp.
-          const int i = static_cast<int>(c.tile * per_tile + c.j - q_begin);
-          const int xs = i % x_slots, use = i / x_slots;
-          if (use > 0) mbar_wait(x_empty0 + 8 * xs, static_cast<uint32_t>((use - 1) & 1));
-          const uint32_t x_dst = sbase + stages * stage_bytes + xs * x_slot_bytes;
-          if (box && lane == 0) tensor_load_2d(x_dst, &xmap, static_cast<int>(k0 * 16), 0, bar);
-          if (!box && lane < rows) bulk_load(x_dst + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
-        }
-      } else {
-        if (x_rows && box && lane == 0) tensor_load_2d(base + x_off, &xmap, static_cast<int>(k0 * 16), 0, bar);
-        if (x_rows && !box && lane < rows)
-          bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
-      }
-    };
-    // The codes of a stage beyond the first ring, asked of L2 (l2_ahead of them, before the wait).
-    const auto prefetch_stage = [&](const StageCursor& c) {
-      const int64_t k0 = c.j * KS, nb0 = c.tile * kWN;
-      const int nvalid = static_cast<int>(n_blocks - nb0 < kWN ? n_blocks - nb0 : kWN);
-      const int nkt = static_cast<int>(k_tiles - k0 < KS ? k_tiles - k0 : KS);
-      if (lane < nvalid) bulk_prefetch_l2(codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), nkt * V * 512);
+      if (x_rows && box && lane == 0) tensor_load_2d(base + x_off, &xmap, static_cast<int>(k0 * 16), 0, bar);
+      if (x_rows && !box && lane < rows)
+        bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
     };
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
-    // (and l2_ahead more stages' codes into L2) before the wait for the previous kernel, whose output x may be, their
-    // x rows after.
+    // before the wait for the previous kernel, whose output x may be, their x rows after.
     produce_stages(q_begin, q_end, per_tile, KS, tpg, stages, empty0, copy_stage, warp - kConsumerWarps,
-                   static_cast<int>(blockDim.x / 32) - kConsumerWarps, l2_ahead, prefetch_stage);
+                   static_cast<int>(blockDim.x / 32) - kConsumerWarps);
     return;
   }
 
@@ -235,7 +194,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
   int xrow[MT];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) xrow[mt] = min(mt * 8 + g, rows - 1);
-  float* red = reinterpret_cast<float*>(smem + stages * stage_bytes + (XR ? x_slots * x_slot_bytes : 0));
+  float* red = reinterpret_cast<float*>(smem + stages * stage_bytes);
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   int slot = 0;  // ring slot and phase of the next stage, advanced like the producer's
   uint32_t phase = 0;
@@ -261,16 +220,13 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
       const int64_t skip = ((wk - i0 % kWK) % kWK + kWK) % kWK;
       int lslot = static_cast<int>((i0 + skip) % stages);
       uint32_t lphase = static_cast<uint32_t>(((i0 + skip) / stages) & 1);
-      int lxs = XR ? static_cast<int>((i0 + skip) % x_slots) : 0;  // XR: the stage's x slot
       for (int64_t j = j0 + skip; j < j1; j += kWK) {
         mbar_wait(full0 + 8 * lslot, lphase);
         const int64_t k0 = j * KS;
         const int left = static_cast<int>(k_tiles - k0 < KH ? k_tiles - k0 : KH);  // k-tiles of the stage
         const unsigned char* sp = smem + lslot * stage_bytes;
         const uint4* sc = reinterpret_cast<const uint4*>(sp) + wn * KS * 32 + lane;
-        const uint16_t* sx =
-            reinterpret_cast<const uint16_t*>(XR ? smem + stages * stage_bytes + lxs * x_slot_bytes : sp + x_off) +
-            4 * t;
+        const uint16_t* sx = reinterpret_cast<const uint16_t*>(sp + x_off) + 4 * t;
         const uint4* ss = reinterpret_cast<const uint4*>(sp + kCodeBytes) + wn * 8 + g;
         const uint4* sz = reinterpret_cast<const uint4*>(sp + kCodeBytes + par_bytes) + wn * 8 + g;
         const auto x_frag = [&](int kl, uint2(&xb)[MT]) {
@@ -281,13 +237,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
           __syncwarp();
           if (lane == 0) mbar_arrive(empty0 + 8 * lslot);
         };
-        // XR: the stage's x slot, once its fragments are read (a no-op otherwise).
-        const auto release_x = [&] {
-          if constexpr (XR) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(x_empty0 + 8 * lxs);
-          }
-        };
         // Scale / zero group r of the stage (r = 0: the group of its first k-tile).
         const auto params = [&](int r, uint4& s4, uint4& z4) {
           s4 = ss[r * kWN * 8];
@@ -295,25 +244,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
         };
         if (!warp_active) {
           release();
-          release_x();
-        } else if (XR && one_group && left == KH) {
-          // One group, x in its own ring: the codes into registers, the stage's slot released, then the math with
-          // each k-tile's x fragments read from the x slot, which is released last.
-          uint4 s4, z4, wv[KH];
-          params(0, s4, z4);
-#pragma unroll
-          for (int ii = 0; ii < KH; ++ii) wv[ii] = sc[ii * 32];
-          release();
-          float accg[4][MT][4], xsum[MT][4];
-          zero_late_sums<MT>(accg, xsum);
-#pragma unroll
-          for (int ii = 0; ii < KH; ++ii) {
-            uint2 xb[MT];
-            x_frag(ii, xb);
-            late_k_tile<BF16, MT>(wv[ii], xb, accg, xsum);
-          }
-          release_x();
-          apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
         } else if (one_group && left == KH) {
           // One group: every fragment into registers, the slot released (back in flight during the math).
           uint4 s4, z4, wv[KH];
@@ -322,7 +252,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
 #pragma unroll
           for (int ii = 0; ii < KH; ++ii) wv[ii] = sc[ii * 32], x_frag(ii, xb[ii]);
           release();
-          release_x();
           float accg[4][MT][4], xsum[MT][4];
           zero_late_sums<MT>(accg, xsum);
 #pragma unroll
@@ -346,7 +275,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
               apply_group<BF16, MT>(s4, z4, accg, xsum, acc);
             }
             release();
-            release_x();
           };
           if (tpg == 4)
             groups_of(std::integral_constant<int, 4>{});
@@ -371,14 +299,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
             if (++rk == tpg) rk = 0, ++r;
           }
           release();
-          release_x();
         }
         lslot += kWK;
         while (lslot >= stages) lslot -= stages, lphase ^= 1u;
-        if constexpr (XR) {
-          lxs += kWK;
-          if (lxs >= x_slots) lxs -= x_slots;
-        }
       }
     } else {
       // Group of the stage's first k-tile (gl, rl) and of this warp's first k-tile (ga, ra): index and
@@ -502,21 +425,21 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, XR, EARLY>::kMaxThreads,
     q += j1 - j0;
   }
 #else
-  static_assert(StreamShape<BITS, MT, XR, EARLY>::KH > 0);
+  static_assert(StreamShape<BITS, MT, EARLY>::KH > 0);
   __trap();  // sm_90 only: the host never launches it elsewhere (wna16_stream_usable)
 #endif
 }
 
-template <int BITS, bool BF16, int MT, bool ZP, bool XR, bool EARLY>
+template <int BITS, bool BF16, int MT, bool ZP, bool EARLY>
 int stage_bytes_of(int par_bytes, int rows) {
-  using S = StreamShape<BITS, MT, XR, EARLY>;
+  using S = StreamShape<BITS, MT, EARLY>;
   // A multiple of 128 bytes, so every stage's x region (at kCodeBytes + parameters, both multiples of 128)
-  // is aligned for the x box (and with the x ring, XR, the ring after the stages).
-  return (S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + (XR ? 0 : rows * S::XRow * 2) + 127) / 128 * 128;
+  // is aligned for the x box.
+  return (S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + rows * S::XRow * 2 + 127) / 128 * 128;
 }
 
 // Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
-template <int BITS, bool BF16, int MT, bool ZP, bool XR, bool EARLY>
+template <int BITS, bool BF16, int MT, bool ZP, bool EARLY>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0;
@@ -524,7 +447,7 @@ int smem_limit() {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
       return 0;
     const int usable = optin - 1024;  // the static barriers and flag
-    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP, XR, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              usable) != cudaSuccess)
       return 0;
     return usable;
@@ -537,17 +460,16 @@ struct Plan {
   size_t smem = 0;
 };
 
-// The ring for calls of `rows` tokens (rows <= TM; TM rows: the deepest ring any M gets); with the x ring (XR) its
-// ring_side_slots x slots after the stages.
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
+// The ring for calls of `rows` tokens (rows <= TM; TM rows: the deepest ring any M gets).
+template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
 Plan plan_of(const Wna16FastArgs& w, int rows) {
-  using S = StreamShape<BITS, MT, XR, EARLY>;
+  using S = StreamShape<BITS, MT, EARLY>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(S::KS, (S::KS - 1) / tpg + 2));
   Plan p;
   p.par_bytes = gslots * kWN * 128;
-  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP, XR, EARLY>(p.par_bytes, rows);
-  const int limit = smem_limit<BITS, BF16, MT, ZP, XR, EARLY>();
+  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP, EARLY>(p.par_bytes, rows);
+  const int limit = smem_limit<BITS, BF16, MT, ZP, EARLY>();
   // The cap: the tests' override, QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning) or wna16_stream_default_stages
   // (fewer at one m-tile, so the block leaves shared memory for the neighbouring kernels' blocks); at least one stage
   // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
@@ -555,16 +477,10 @@ Plan plan_of(const Wna16FastArgs& w, int rows) {
   static const int64_t env_stages = env_int("QLM_W4FAST_STREAM_MAX_STAGES", 0);
   const int64_t set = wna16_setting(wna16_stream_max_stages_override(), env_stages, 0);
   const int phases = S::kLate ? S::kWK : 1;
-  // XR: 6 stages by default, as for the other kernel of 12 consumer warps (one m-tile).
-  const int cap = std::max(phases, set > 0 ? static_cast<int>(std::clamp<int64_t>(set, 2, kMaxStages))
-                                           : wna16_stream_default_stages(XR ? 1 : MT));
-  // x slots beyond the stages' own count (XR: ring_side_slots = stages + phases), and their bytes.
-  const int x_extra = XR ? ring_side_slots(0, phases) : 0;
-  const int x_slot = XR ? x_slot_bytes_of(rows, S::XRow) : 0;
-  const int room = limit - S::kRedBytes - x_extra * x_slot;
-  p.stages = room > 0 ? wna16_stream_ring_stages(room / (p.stage_bytes + x_slot), cap, phases) : 0;
-  p.smem = static_cast<size_t>(p.stages) * p.stage_bytes +
-           (XR ? static_cast<size_t>(ring_side_slots(p.stages, phases)) * x_slot : 0) + S::kRedBytes;
+  const int cap = std::max(
+      phases, set > 0 ? static_cast<int>(std::clamp<int64_t>(set, 2, kMaxStages)) : wna16_stream_default_stages(MT));
+  p.stages = limit > S::kRedBytes ? wna16_stream_ring_stages((limit - S::kRedBytes) / p.stage_bytes, cap, phases) : 0;
+  p.smem = static_cast<size_t>(p.stages) * p.stage_bytes + S::kRedBytes;
   return p;
 }
 
@@ -577,47 +493,27 @@ int stream_producers() {
       std::clamp<int64_t>(wna16_setting(wna16_stream_producers_override(), env, 3), 1, S::kMaxProducerWarps));
 }
 
-// Whether the two-m-tile kernel runs with its x ring (XR: 12 consumer warps; off by default until measured): the
-// tests' override (set_wna16_stream_x_ring), else QLM_W4FAST_STREAM_XRING=1.
-bool stream_x_ring() {
-  static const int64_t env = env_int("QLM_W4FAST_STREAM_XRING", 0);
-  const int set = wna16_stream_x_ring_override();
-  return set >= 0 ? set == 1 : env == 1;
-}
-
-// Stages past the first ring whose codes each producer requests into L2 before waiting for the previous kernel
-// (programmatic dependent launch): the tests' override (set_wna16_stream_l2_ahead), else QLM_W4FAST_STREAM_L2_AHEAD
-// (0-64), else 0 (off until measured).
 // Whether the two-m-tile 4-bit kernel scales each weight before its MMA (EARLY: 16 consumer warps taking k-slices)
 // instead of late (off by default until measured): the tests' override (set_wna16_stream_early), else
-// QLM_W4FAST_STREAM_EARLY=1. The x ring, where also asked for, takes precedence.
+// QLM_W4FAST_STREAM_EARLY=1.
 bool stream_early() {
   static const int64_t env = env_int("QLM_W4FAST_STREAM_EARLY", 0);
   const int set = wna16_stream_early_override();
   return set >= 0 ? set == 1 : env == 1;
 }
 
-int stream_l2_ahead() {
-  static const int64_t env = env_int("QLM_W4FAST_STREAM_L2_AHEAD", 0);
-  const int set = wna16_stream_l2_ahead_override();
-  return static_cast<int>(std::clamp<int64_t>(set >= 0 ? set : env, 0, 64));
-}
-
-template <int BITS, bool BF16, int MT, bool ZP, bool XR = false, bool EARLY = false>
+template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
                    cudaStream_t stream) {
-  if constexpr (!XR && !EARLY && StreamShape<BITS, MT>::kXRingFits) {
-    if (stream_x_ring())
+  if constexpr (!EARLY && StreamShape<BITS, MT>::kEarlyFits) {
+    if (stream_early())
       return launch<BITS, BF16, MT, ZP, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl, x_boxes,
                                               stream);
-    if (stream_early())
-      return launch<BITS, BF16, MT, ZP, false, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl,
-                                                     x_boxes, stream);
   }
-  using S = StreamShape<BITS, MT, XR, EARLY>;
+  using S = StreamShape<BITS, MT, EARLY>;
   const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
-  const Plan p = plan_of<BITS, BF16, MT, ZP, XR, EARLY>(w, rows);
+  const Plan p = plan_of<BITS, BF16, MT, ZP, EARLY>(w, rows);
   if (p.stages == 0) return cudaErrorInvalidValue;
   // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
   // is never read); zeros past K. One m-tile copies x per row (the kernel never reads the map there), so its
@@ -626,11 +522,11 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const bool x_box = MT > 1 && x_boxes &&
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
-  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP, XR, EARLY>, dim3(blocks),
+  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP, EARLY>, dim3(blocks),
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
                                       static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
-                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y), stream_l2_ahead());
+                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -654,12 +550,9 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        if constexpr (StreamShape<V::kBits, V::kMt>::kXRingFits) {
-          if (stream_x_ring())
-            return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, true>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
+        if constexpr (StreamShape<V::kBits, V::kMt>::kEarlyFits) {
           if (stream_early())
-            return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, false, true>(w, StreamShape<V::kBits, V::kMt>::TM)
-                       .stages > 0;
+            return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, true>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
         }
         return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
       },
