@@ -25,6 +25,11 @@ def path(r):
     return "grouped WNA16" if grouped else "per expert, own WNA16 layout"
 
 
+def timing(r):
+    # Runs before --timing existed timed CUDA calls eagerly with events, CPU calls by the wall clock.
+    return r.get("timing", "events" if r.get("device") == "cuda" else "wall")
+
+
 def read(path):
     meta, end, rows = {}, {}, []
     if not path or not os.path.exists(path):
@@ -50,13 +55,13 @@ def table(meta, end, rows, source):
            f"after {end.get('load_after', '?')}" + (
                "; on a shared machine a load above the core count means other jobs took cores during the run, "
                "which inflates the CPU times" if meta.get("device") == "cpu" else "") + ".", "",
-           "| shape | experts | M | act | kernel: path | MoE µs | dense-equivalent µs | "
+           "| shape | experts | M | act | kernel: path | timing | MoE µs | dense-equivalent µs | "
            "experts touched | floor µs | floor / MoE |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         fmt = "bf16" if r["format"] == "bf16" else f"gptq int{r['bits']} g{r['group']}"
         out.append(f"| {r['shape']} (E {r['experts']}, top-{r['top_k']}) | {fmt} | {r['m']} | {r['act_dtype']} | "
-                   f"{r['kernel']}: {path(r)} | {r['moe_us']:.0f} | {r['dense_us']:.0f} | "
+                   f"{r['kernel']}: {path(r)} | {timing(r)} | {r['moe_us']:.0f} | {r['dense_us']:.0f} | "
                    f"{r['experts_touched']:.1f} | {r['floor_us']:.0f} | {100 * r['floor_us'] / r['moe_us']:.0f} % |")
     bw = {round(r["bandwidth_gbps"]) for r in rows}
     out += ["", f"Bandwidth for the floor: {', '.join(str(b) for b in sorted(bw))} GB/s "
@@ -68,10 +73,13 @@ READING = [
     "Reading the CUDA table (how `cuda_grouped` spends the time; docs/formats.md has the paths):", "",
     "- **Grouped WNA16** (GPTQ / AWQ / compressed-tensors up to 32 routed rows per expert: decode and small "
     "batches) is one launch per projection for all experts, a CUDA-core split-K GEMV per (expert, row tile) "
-    "with one 16-byte code load in flight per lane. It is latency-bound, well below the weight-streaming "
-    "floor; the next steps are keeping several chunks in flight as the linear `cuda_wna16` GEMV does, and "
-    "tensor-core `mma.sync` on repacked fragments as `cuda_wna16_fast` does. At M = 256 on 128 experts "
-    "(16 rows per expert) it becomes FP32-compute-bound for the same reason.",
+    "with four chunks' code loads in flight per lane (session 37; no change in the eager timing). *timing* "
+    "`events` is the eager call between two events, router, grouping, gather, GEMMs and combine launched from "
+    "the host one after another, so at one token the launches, not the weight stream, can dominate; `graph` "
+    "replays each call from a CUDA graph (`qlm bench-moe --timing graph`, the default since session 38, where the "
+    "layer does not wait for the host), as a decode step runs it. Next: tensor-core `mma.sync` on repacked "
+    "fragments as `cuda_wna16_fast` does. At M = 256 on 128 experts (16 rows per expert) it becomes "
+    "FP32-compute-bound.",
     "- **Per expert** (bf16, FP8, INT8, and WNA16 above the grouped threshold) copies the expert offsets to "
     "the host once per layer and runs every active expert over its rows: bf16 / FP8 / INT8 experts on their "
     "own linear kernels — close to the floor for Mixtral's 8 large experts in bf16, launch-bound for Qwen3's "

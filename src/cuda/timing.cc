@@ -4,9 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/graph.h"
-
 #include "core/error.h"
+#include "cuda/graph.h"
 
 #ifdef QLM_WITH_CUDA
 #include "cuda/context.h"
@@ -44,6 +43,21 @@ std::vector<double> time_graph_us(int index, const std::function<void()>& work, 
   return us;
 }
 
+std::vector<double> time_graphs_us(int index, const std::vector<std::function<void()>>& works) {
+  std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  for (const auto& work : works) {
+    std::string why;
+    graphs.push_back(CapturedGraph::capture(index, work, &why));
+    if (!graphs.back())
+      fail("cuda.graph", {}, "time with events instead (--timing events)",
+           "work {} of {} could not be captured into a CUDA graph: {}", graphs.size(), works.size(), why);
+  }
+  for (const auto& g : graphs) g->launch();  // warm-up
+  std::vector<double> us;
+  for (const auto& g : graphs) us.push_back(time_device_us(index, [&] { g->launch(); }));
+  return us;
+}
+
 void synchronize_device(int index) { synchronize(index); }
 #else
 namespace {
@@ -54,6 +68,7 @@ namespace {
 }  // namespace
 double time_device_us(int, const std::function<void()>&) { unavailable(); }
 std::vector<double> time_graph_us(int, const std::function<void()>&, int) { unavailable(); }
+std::vector<double> time_graphs_us(int, const std::vector<std::function<void()>>&) { unavailable(); }
 void synchronize_device(int) { unavailable(); }
 #endif
 

@@ -17,6 +17,12 @@ double time_device_us(int index, const std::function<void()>& work);
 // "cuda.graph" (naming the CUDA error) when `work` cannot be captured.
 std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays);
 
+// The same for several pieces of work, each captured into a graph of its own: every graph replayed once to warm up,
+// then each once more in order, timed; returns each work's time. Consecutive replays run different work (e.g.
+// different routings of one MoE layer), so what one leaves in L2 is not what the next reads. Throws "cuda.graph"
+// when any cannot be captured.
+std::vector<double> time_graphs_us(int index, const std::vector<std::function<void()>>& works);
+
 // Waits until every piece of qlm's work on device `index` finished.
 void synchronize_device(int index);
 

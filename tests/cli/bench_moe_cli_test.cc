@@ -27,6 +27,7 @@ TEST(BenchMoeCli, CpuJsonLinePerM) {
     EXPECT_EQ(j["kernel"], "cpu_grouped");
     EXPECT_EQ(j["experts"], 6);
     EXPECT_EQ(j["top_k"], 2);
+    EXPECT_EQ(j["timing"], "wall");
     EXPECT_GT(j["moe_us"].get<double>(), 0);
     EXPECT_GT(j["dense_us"].get<double>(), 0);
     const double touched = j["experts_touched"].get<double>();
@@ -43,6 +44,9 @@ TEST(BenchMoeCli, ArgumentErrors) {
       "--top-k 2 --format gptq --group 64 --m 1");
   EXPECT_EQ(group.status, 1);
   EXPECT_NE(group.err.find("--group 64 does not divide"), std::string::npos) << group.err;
+  const testing::QlmRun timing = run_qlm("bench-moe --m 1 --timing cupti");
+  EXPECT_NE(timing.status, 0);
+  EXPECT_NE(timing.err.find("--timing"), std::string::npos) << timing.err;
   const testing::QlmRun topk = run_qlm("bench-moe --shape custom --hidden 64 --intermediate 64 --experts 4 --top-k 5");
   EXPECT_EQ(topk.status, 1);
   EXPECT_NE(topk.err.find("top-k=5"), std::string::npos) << topk.err;
@@ -52,6 +56,31 @@ TEST(BenchMoeCli, ArgumentErrors) {
     EXPECT_NE(cuda.err.find(cuda_backend_built() ? "no CUDA device" : "built without CUDA"), std::string::npos)
         << cuda.err;
   }
+}
+
+// On the GPU (scripts/gpu_check.sh): the grouped WNA16 layer only enqueues device work at a few tokens, so each call
+// is timed from a CUDA graph of its own; the per-expert bf16 layer reads the expert counts on the host, so it falls
+// back to events; --timing events is eager for both.
+TEST(CudaBenchMoeCli, GraphTimingWhereTheLayerNeverWaits) {
+  if (!cuda_backend_built() || cuda_devices().empty()) GTEST_SKIP() << "needs a CUDA device";
+  const std::string shape =
+      "bench-moe --device cuda --shape custom --hidden 256 --intermediate 128 --experts 6 "
+      "--top-k 2 --m 1,3 --iters 3 --json ";
+  const auto timings = [&](const std::string& args) {
+    const testing::QlmRun r = run_qlm(shape + args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::vector<std::string> out;
+    for (const nlohmann::json& j : testing::json_lines(r.out)) {
+      EXPECT_GT(j["moe_us"].get<double>(), 0);
+      EXPECT_GT(j["dense_us"].get<double>(), 0);
+      out.push_back(j["timing"].get<std::string>());
+    }
+    return out;
+  };
+  EXPECT_EQ(timings("--format gptq --bits 4 --group 64"), (std::vector<std::string>{"graph", "graph"}));
+  EXPECT_EQ(timings("--format gptq --bits 4 --group 64 --timing events"),
+            (std::vector<std::string>{"events", "events"}));
+  EXPECT_EQ(timings("--format bf16"), (std::vector<std::string>{"events", "events"}));
 }
 
 }  // namespace

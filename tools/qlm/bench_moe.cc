@@ -4,8 +4,12 @@
 //                 [--dtype f32|bf16|f16] [--iters N] [--threads T] [--bandwidth-gbps B] [--json]
 // Every timed iteration routes fresh random router logits (uniform softmax top-k), so the experts
 // touched change from one call to the next as in a model and do not stay in a cache. Reported per M:
-//   moe_us      median time of the routed layer (CPU: wall clock; CUDA: device events around the
-//               eager call, launch gaps and the per-expert path's host copy of the offsets included);
+//   moe_us      median time of the routed layer (CPU: wall clock; CUDA, --timing graph (the default): the device
+//               time of each call replayed from a CUDA graph of its own, host launch overhead out, the calls'
+//               graphs replayed in turn so that one routing's experts are not the next one's L2; where the layer
+//               waits for the host (device_host_wait: the per-expert path reads the expert counts there) and
+//               with --timing events: device events around the eager call, launch gaps and that host copy
+//               included);
 //   dense_us    the dense equivalent: the same layer with every token routed to the same top-k experts
 //               (experts 0..k-1): the same FLOPs and the same kernels, the weights of only k experts,
 //               i.e. the layer as a dense SiLU MLP of width k * I;
@@ -15,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -47,6 +52,7 @@ struct BenchMoEOptions {
   std::string device = "cpu";
   std::string dtype = "auto";
   int iters = 10;
+  std::string timing = "graph";  // cuda: graph | events
   int threads = 0;
   double bandwidth_gbps = 0;  // 0: H200 nominal on CUDA, measured on the CPU
   bool json = false;
@@ -218,7 +224,10 @@ double median(std::vector<double> v) {
 }
 
 // Median and minimum microseconds of `iters` calls, call i on logits[i].
-std::pair<double, double> time_calls(const Layer& L, const Tensor& x, const std::vector<Tensor>& logits) {
+// Median and minimum microseconds of the layer over `logits` (one call each); *timing says how CUDA calls were timed:
+// "graph" where asked for and the layer enqueues only device work at x's token count, else "events".
+std::pair<double, double> time_calls(const Layer& L, const Tensor& x, const std::vector<Tensor>& logits,
+                                     const std::string& asked, std::string* timing) {
   const bool gpu = !L.cfg.device.is_cpu();
   std::vector<double> us;
   auto call = [&](const Tensor& l) {
@@ -227,6 +236,14 @@ std::pair<double, double> time_calls(const Layer& L, const Tensor& x, const std:
     L.kernel->run(x, select_experts(l, L.cfg.top_k, L.cfg.renormalize), y);
   };
   call(logits.front());  // warm-up
+  *timing = gpu ? "events" : "wall";
+  if (gpu && asked == "graph" && L.kernel->device_host_wait(x.size(0)).empty()) {
+    std::vector<std::function<void()>> works;
+    for (const Tensor& l : logits) works.push_back([&call, &l] { call(l); });
+    us = cuda::time_graphs_us(L.cfg.device.index, works);
+    *timing = "graph";
+    return {median(us), *std::min_element(us.begin(), us.end())};
+  }
   for (const Tensor& l : logits) {
     if (gpu) {
       us.push_back(cuda::time_device_us(L.cfg.device.index, [&] { call(l); }));
@@ -263,8 +280,9 @@ void bench_moe(BenchMoEOptions o) {
       for (Tensor& l : routed) l = l.to_device(L.cfg.device);
       for (Tensor& l : same) l = l.to_device(L.cfg.device);
     }
-    const auto [moe_us, moe_min] = time_calls(L, x, routed);
-    const auto [dense_us, dense_min] = time_calls(L, x, same);
+    std::string moe_timing, dense_timing;
+    const auto [moe_us, moe_min] = time_calls(L, x, routed, o.timing, &moe_timing);
+    const auto [dense_us, dense_min] = time_calls(L, x, same, o.timing, &dense_timing);
     const double bytes = touched * static_cast<double>(L.expert_bytes);
     const double floor_us = bytes / (bandwidth * 1e3);
     if (o.json) {
@@ -284,6 +302,8 @@ void bench_moe(BenchMoEOptions o) {
       j["expert_kernel"] = L.w13_kernel;
       j["threads"] = compute_threads();
       j["iters"] = o.iters;
+      j["timing"] = moe_timing;
+      if (dense_timing != moe_timing) j["dense_timing"] = dense_timing;
       j["moe_us"] = moe_us;
       j["moe_min_us"] = moe_min;
       j["dense_us"] = dense_us;
@@ -298,12 +318,12 @@ void bench_moe(BenchMoEOptions o) {
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf(
-          "%s %s E=%lld top-%lld H=%lld I=%lld m=%lld [%s, experts on %s]: %.1f us (min %.1f); same-experts "
+          "%s %s E=%lld top-%lld H=%lld I=%lld m=%lld [%s, experts on %s; %s]: %.1f us (min %.1f); same-experts "
           "dense equivalent %.1f us; floor %.1f us (%.1f experts touched, %.0f MB at %.0f GB/s)\n",
           o.shape.c_str(), o.format.c_str(), static_cast<long long>(E), static_cast<long long>(k),
           static_cast<long long>(o.hidden), static_cast<long long>(o.intermediate), static_cast<long long>(m),
-          L.kernel->name().c_str(), L.w13_kernel.c_str(), moe_us, moe_min, dense_us, floor_us, touched, bytes * 1e-6,
-          bandwidth);
+          L.kernel->name().c_str(), L.w13_kernel.c_str(), moe_timing.c_str(), moe_us, moe_min, dense_us, floor_us,
+          touched, bytes * 1e-6, bandwidth);
     }
     std::fflush(stdout);
   }
@@ -336,6 +356,11 @@ void register_bench_moe_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd->add_option("--iters", opts->iters, "Timed calls (each on fresh router logits)")->capture_default_str();
+  cmd->add_option("--timing", opts->timing,
+                  "CUDA timing: graph (each call replayed from a CUDA graph, where the layer does not wait for the "
+                  "host) or events (eager calls)")
+      ->check(CLI::IsMember({"graph", "events"}))
+      ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU compute threads (0: all available cores)")->capture_default_str();
   cmd->add_option("--bandwidth-gbps", opts->bandwidth_gbps,
                   "Memory bandwidth for the floor (0: 4800 on CUDA, the H200's; measured on the CPU)")
