@@ -142,9 +142,9 @@ void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
 // 70b.gate_up M = 256 372.5 / 394.4); above 128 tokens (two 128-token m-tiles, each exchanging every word) the
 // exchange stays ahead only on the narrow 8b.down (M = 160 / 256 64.6 / 59.1, 64.3 / 61.1) and falls behind on
 // 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
-// default: from 17 tokens up to 128 below 2e8 weights, up to 256 on layers of N <= 4096 below 1e8. From 17 tokens
-// (was 33) since v7r (µs at M = 17 / 32, natural vs
-// permuted: 70b.qkv 34.1 / 36.2 vs 36.9 / 39.1, 70b.o 31.7 / 32.0 vs 32.8 / 33.6, 8b.o 17.4 / 17.6 vs 18.8 / 19.0).
+// default: from 17 tokens (33 until v7r, µs at M = 17 / 32 natural vs permuted: 70b.qkv 34.1 / 36.2 vs 36.9 / 39.1,
+// 70b.o 31.7 / 32.0 vs 32.8 / 33.6, 8b.o 17.4 / 17.6 vs 18.8 / 19.0) up to 128 below 2e8 weights, up to 256 on layers
+// of N <= 4096 below 1e8.
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
@@ -187,8 +187,8 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
     // 256 x 128 (t12) where the rule ran 128 x 256 on >= 2e8 weights and 256-token tiles pad no more than 128-token
     // ones (v7r, µs at M = 256 / 512 / 1024: 70b.gate_up 356 / 681 / 1343 vs 368 / 700 / 1380, 70b.down 184 / 320 /
     // 643 vs 191 / 334 / 663; on the [4e7, 2e8) layers within the spread or behind: 8b.down M = 256 66.6 vs 61.1).
-    const bool t6 = kn >= 4e8 || (kn >= 2e8 && M >= 192);
-    if (t6 && kn >= 2e8 && (M % 256 == 0 || M % 256 > 128)) return 12;
+    const bool t6 = kn >= 4e8 || (kn >= 2e8 && M >= 192);  // both on >= 2e8 weights
+    if (t6 && (M % 256 == 0 || M % 256 > 128)) return 12;
     return t6 || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
   }
   if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
