@@ -1,7 +1,8 @@
 // `qlm bench-moe`: times one fused-MoE layer (router, grouping, experts, combine) on random weights.
 //   qlm bench-moe [--shape mixtral-8x7b|qwen3-30b-a3b] [--hidden H --intermediate I --experts E --top-k K]
 //                 --format {bf16,gptq} [--bits B --group G --asym] --m 1,16,256 [--device cpu|cuda]
-//                 [--dtype f32|bf16|f16] [--iters N] [--threads T] [--bandwidth-gbps B] [--json]
+//                 [--dtype f32|bf16|f16] [--iters N] [--timing graph|events] [--threads T]
+//                 [--bandwidth-gbps B] [--json]
 // Every timed iteration routes fresh random router logits (uniform softmax top-k), so the experts
 // touched change from one call to the next as in a model and do not stay in a cache. Reported per M:
 //   moe_us      median time of the routed layer (CPU: wall clock; CUDA, --timing graph (the default): the device
@@ -223,7 +224,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Median and minimum microseconds of `iters` calls, call i on logits[i].
 // Median and minimum microseconds of the layer over `logits` (one call each); *timing says how CUDA calls were timed:
 // "graph" where asked for and the layer enqueues only device work at x's token count, else "events".
 std::pair<double, double> time_calls(const Layer& L, const Tensor& x, const std::vector<Tensor>& logits,
