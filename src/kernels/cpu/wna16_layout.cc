@@ -53,7 +53,6 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
   // Rows in input order with codes of a whole field width: word wd of column n is qweight's word
   // [wd, n] as it stands (field j = row wd * F + j at bits j * SB in both), so a tile is a copy.
   const bool same_words = p.row_source.empty() && p.bits == p.storage_bits;
-  const uint32_t field_mask = (1u << p.bits) - 1u;
   compute_pool().parallel_for(0, p.tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t cols = std::min<int64_t>(kTileN, w.N - t * kTileN);
@@ -65,23 +64,16 @@ PackedWna16 pack_wna16(const WNA16Weights& w) {
           continue;
         }
         // Otherwise field j of every column of the tile at once: packed row wd * F + j reads input row
-        // k's field from qweight's word row (two for a 3-bit field across a word boundary).
+        // k's field across the tile's columns.
         std::fill(out, out + kTileN, 0u);
         for (int j = 0; j < p.fields; ++j) {
           const int64_t r = wd * p.fields + j;
           const int64_t k = p.row_source.empty() ? r : p.row_source[r];
           if (k < 0) continue;  // group padding: code 0
-          const int64_t bit = k * p.bits;
-          const int shift = static_cast<int>(bit & 31), to = j * p.storage_bits;
-          const auto* lo = reinterpret_cast<const uint32_t*>(q + (bit >> 5) * w.N + t * kTileN);
-          if (shift + p.bits <= 32) {
-            for (int64_t c = 0; c < cols; ++c) out[c] |= ((lo[c] >> shift) & field_mask) << to;
-          } else {
-            const uint32_t* hi = lo + w.N;
-            for (int64_t c = 0; c < cols; ++c)
-              out[c] |= static_cast<uint32_t>(((lo[c] | static_cast<uint64_t>(hi[c]) << 32) >> shift) & field_mask)
-                        << to;
-          }
+          const Wna16RowFields row(q, w.N, k, p.bits);
+          const int to = j * p.storage_bits;
+          const int64_t n0 = t * kTileN;
+          row.for_columns(n0, n0 + cols, [out, n0, to](int64_t n, uint32_t code) { out[n - n0] |= code << to; });
         }
       }
       for (int64_t g = 0; g < p.groups; ++g) {

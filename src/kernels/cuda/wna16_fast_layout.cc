@@ -145,19 +145,17 @@ Wna16FastLayout pack_wna16_fast(const WNA16Weights& w, bool bf16) {
   for (int64_t r = 0; r < 16; ++r)
     for (int64_t c = 0; c < 64; ++c) in_tile[r * 64 + c] = code_pos(L, r, c);
   const size_t tile_words = code_pos(L, 16, 0).word - code_pos(L, 0, 0).word;
-  const uint32_t field_mask = (1u << bits) - 1u;
   compute_pool().parallel_for(0, L.n_blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t cols = std::min<int64_t>(64, w.N - b * 64);
       for (int64_t j = 0; j < L.rows; ++j) {
         const int32_t r = L.row_source[j];
         if (r < 0) continue;
-        const int64_t bit = int64_t{r} * bits;
-        const int shift = static_cast<int>(bit & 31);
-        const auto* src = reinterpret_cast<const uint32_t*>(q + (bit >> 5) * w.N + b * 64);
+        const Wna16RowFields row(q, w.N, r, bits);
         uint32_t* tile = L.codes.data() + static_cast<size_t>(b * L.k_tiles + j / 16) * tile_words;
         const CodePos* pos = in_tile.data() + (j % 16) * 64;
-        for (int64_t c = 0; c < cols; ++c) tile[pos[c].word] |= ((src[c] >> shift) & field_mask) << pos[c].shift;
+        row.for_columns(b * 64, b * 64 + cols,
+                        [&](int64_t n, uint32_t code) { tile[pos[n - b * 64].word] |= code << pos[n - b * 64].shift; });
       }
     }
   });

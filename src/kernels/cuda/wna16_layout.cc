@@ -67,24 +67,20 @@ CudaWna16Layout pack_cuda_wna16(const WNA16Weights& w) {
   } else {
     // Columns own disjoint words, so column ranges pack in parallel; per packed row, its source field's
     // word(s) and its destination word(s) are fixed, and the loop runs over the range's columns.
-    const uint32_t mask = (1u << L.bits) - 1u;
-    const auto* in = reinterpret_cast<const uint32_t*>(q);
     compute_pool().parallel_for(0, w.N, 64, [&](int64_t n0, int64_t n1) {
       for (int64_t j = 0; j < L.rows; ++j) {
         const int32_t r = L.row_source[j];
         if (r < 0) continue;
-        const int64_t src_bit = int64_t{r} * L.bits, dst_bit = j * L.bits;
-        const int src_shift = static_cast<int>(src_bit & 31), dst_shift = static_cast<int>(dst_bit & 31);
-        const uint32_t* lo = in + (src_bit >> 5) * w.N;
-        const bool src_two = src_shift + L.bits > 32, dst_two = dst_shift + L.bits > 32;
+        const Wna16RowFields row(q, w.N, r, L.bits);
+        const int64_t dst_bit = j * L.bits;
+        const int dst_shift = static_cast<int>(dst_bit & 31);
+        const bool dst_two = dst_shift + L.bits > 32;
         uint32_t* out = L.codes.data() + (dst_bit >> 5) * L.N_pad;
-        for (int64_t n = n0; n < n1; ++n) {
-          uint64_t v = lo[n];
-          if (src_two) v |= static_cast<uint64_t>(lo[n + w.N]) << 32;
-          const uint64_t field = ((v >> src_shift) & mask) << dst_shift;
+        row.for_columns(n0, n1, [&](int64_t n, uint32_t code) {
+          const uint64_t field = static_cast<uint64_t>(code) << dst_shift;
           out[n] |= static_cast<uint32_t>(field);
           if (dst_two) out[n + L.N_pad] |= static_cast<uint32_t>(field >> 32);
-        }
+        });
       }
     });
   }
