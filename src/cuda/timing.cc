@@ -31,12 +31,21 @@ double time_device_us(int index, const std::function<void()>& work) {
   return ms * 1e3;
 }
 
-std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays) {
+namespace {
+// `work` captured into a graph; "cuda.graph" (naming `what` and the CUDA error) where it cannot be.
+std::unique_ptr<CapturedGraph> capture_for_timing(int index, const std::function<void()>& work,
+                                                  const std::string& what) {
   std::string why;
-  const std::unique_ptr<CapturedGraph> graph = CapturedGraph::capture(index, work, &why);
+  std::unique_ptr<CapturedGraph> graph = CapturedGraph::capture(index, work, &why);
   if (!graph)
     fail("cuda.graph", {}, "time with events instead (--timing events)",
-         "the work could not be captured into a CUDA graph: {}", why);
+         "{} could not be captured into a CUDA graph: {}", what, why);
+  return graph;
+}
+}  // namespace
+
+std::vector<double> time_graph_us(int index, const std::function<void()>& work, int replays) {
+  const std::unique_ptr<CapturedGraph> graph = capture_for_timing(index, work, "the work");
   graph->launch();  // warm-up
   std::vector<double> us;
   for (int r = 0; r < replays; ++r) us.push_back(time_device_us(index, [&] { graph->launch(); }));
@@ -45,13 +54,8 @@ std::vector<double> time_graph_us(int index, const std::function<void()>& work, 
 
 std::vector<double> time_graphs_us(int index, const std::vector<std::function<void()>>& works) {
   std::vector<std::unique_ptr<CapturedGraph>> graphs;
-  for (const auto& work : works) {
-    std::string why;
-    graphs.push_back(CapturedGraph::capture(index, work, &why));
-    if (!graphs.back())
-      fail("cuda.graph", {}, "time with events instead (--timing events)",
-           "work {} of {} could not be captured into a CUDA graph: {}", graphs.size(), works.size(), why);
-  }
+  for (const auto& work : works)
+    graphs.push_back(capture_for_timing(index, work, fmt::format("work {} of {}", graphs.size() + 1, works.size())));
   for (const auto& g : graphs) g->launch();  // warm-up
   std::vector<double> us;
   for (const auto& g : graphs) us.push_back(time_device_us(index, [&] { g->launch(); }));
