@@ -3,7 +3,7 @@
 
 #if defined(__x86_64__)
 
-// Every header with inline or template code is included before the target region, so only the
+// Every header with inline or template code is included before the target region (isa_target.h), so only the
 // functions defined below (all with internal linkage) carry AVX2 code.
 #include <immintrin.h>
 
@@ -15,13 +15,9 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/activation_prep.h"
 #include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,bmi2")
-#endif
+QLM_ISA_TARGET_BEGIN("avx2,fma,f16c,bmi2")
 
 namespace qlm {
 namespace {
@@ -54,9 +50,12 @@ struct V {
   static I set1i(uint32_t u) { return _mm256_set1_epi32(static_cast<int>(u)); }
   template <int S>
   static I shift(I v) {
-    if constexpr (S > 0) return _mm256_slli_epi32(v, S);
-    else if constexpr (S < 0) return _mm256_srli_epi32(v, -S);
-    else return v;
+    if constexpr (S > 0)
+      return _mm256_slli_epi32(v, S);
+    else if constexpr (S < 0)
+      return _mm256_srli_epi32(v, -S);
+    else
+      return v;
   }
   static F mask_or(I v, I mask, I bits) {
     return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(v, mask), bits));
@@ -79,11 +78,7 @@ const CpuFastOps kOps{"avx2", &wna16_run, &dense_run, &read_sum};
 }  // namespace
 }  // namespace qlm
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+QLM_ISA_TARGET_END
 
 const qlm::CpuFastOps* qlm::cpu_fast_avx2_ops() { return &kOps; }
 

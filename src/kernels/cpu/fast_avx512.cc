@@ -3,7 +3,7 @@
 
 #if defined(__x86_64__)
 
-// Every header with inline or template code is included before the target region, so only the
+// Every header with inline or template code is included before the target region (isa_target.h), so only the
 // functions defined below (all with internal linkage) carry AVX-512 code.
 #include <immintrin.h>
 
@@ -15,16 +15,10 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/activation_prep.h"
 #include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi2"))), \
-                             apply_to = function)
-#else
-// GCC 12's AVX-512 shift intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi2")
-#endif
+QLM_ISA_AVX512_WARNINGS_OFF
+QLM_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi2")
 
 namespace qlm {
 namespace {
@@ -55,9 +49,12 @@ struct V {
   static I set1i(uint32_t u) { return _mm512_set1_epi32(static_cast<int>(u)); }
   template <int S>
   static I shift(I v) {
-    if constexpr (S > 0) return _mm512_slli_epi32(v, S);
-    else if constexpr (S < 0) return _mm512_srli_epi32(v, -S);
-    else return v;
+    if constexpr (S > 0)
+      return _mm512_slli_epi32(v, S);
+    else if constexpr (S < 0)
+      return _mm512_srli_epi32(v, -S);
+    else
+      return v;
   }
   // (v & mask) | bits in one instruction.
   static F mask_or(I v, I mask, I bits) { return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(v, mask, bits, 0xEA)); }
@@ -81,11 +78,7 @@ const CpuFastOps kOps{"avx512", &wna16_run, &dense_run, &read_sum};
 }  // namespace
 }  // namespace qlm
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+QLM_ISA_TARGET_END
 
 const qlm::CpuFastOps* qlm::cpu_fast_avx512_ops() { return &kOps; }
 

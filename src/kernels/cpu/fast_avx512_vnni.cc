@@ -4,7 +4,7 @@
 
 #if defined(__x86_64__)
 
-// Headers with inline or template code come before the target region (see fast_avx512.cc).
+// Headers with inline or template code come before the target region (isa_target.h).
 #include <immintrin.h>
 
 #include <atomic>
@@ -14,15 +14,10 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma"))), \
-                             apply_to = function)
-#else
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
-#endif
+QLM_ISA_AVX512_WARNINGS_OFF
+QLM_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
 
 namespace qlm {
 namespace {
@@ -236,11 +231,7 @@ bool wna16_vnni_gemv(const PackedWna16& p, const float* x, int64_t M, float* y, 
 
 }  // namespace qlm
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+QLM_ISA_TARGET_END
 
 #else
 namespace qlm {

@@ -13,12 +13,9 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#include "kernels/cpu/isa_target.h"
+
+QLM_ISA_TARGET_BEGIN("avx2,fma")
 
 namespace qlm {
 namespace {
@@ -65,8 +62,7 @@ void micro(const int8_t* w, int64_t K2, const int8_t* x, int64_t ldx, int32_t* c
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < 4; ++t)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * kPanel + t * 8), acc[r][t]);
+    for (int t = 0; t < 4; ++t) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * kPanel + t * 8), acc[r][t]);
 }
 
 void epilogue(const Int8Packed& p, const int32_t* c, int64_t m0, int64_t rows, int64_t n0, const Int8Epilogue& e) {
@@ -98,24 +94,22 @@ void gemm(const Int8Packed& p, const int8_t* xq, int64_t ldx, int64_t m0, int64_
       const int64_t r1 = std::min(m1, r0 + kRowChunk);
       for (int64_t r = r0; r < r1; r += kMR) {
         int32_t* c = scratch + (r - r0) * kPanel;
-        if (r + 1 < r1) micro<2>(panel, K2, xq + r * ldx, ldx, c);
-        else micro<1>(panel, K2, xq + r * ldx, ldx, c);
+        if (r + 1 < r1)
+          micro<2>(panel, K2, xq + r * ldx, ldx, c);
+        else
+          micro<1>(panel, K2, xq + r * ldx, ldx, c);
       }
       epilogue(p, scratch, r0, r1 - r0, pn * kPanel, e);
     }
   }
 }
 
-const Int8ScaledOps kOps{"avx2", 2, kPanel, &pack, &gemm, kRowChunk * kPanel};
+const Int8ScaledOps kOps{"avx2", 2, kPanel, &pack, &gemm, kRowChunk* kPanel};
 
 }  // namespace
 }  // namespace qlm
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+QLM_ISA_TARGET_END
 
 const qlm::Int8ScaledOps* qlm::int8_scaled_avx2_ops() { return &kOps; }
 

@@ -15,15 +15,10 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma"))), \
-                             apply_to = function)
-#else
-// GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
-#endif
+#include "kernels/cpu/isa_target.h"
+
+QLM_ISA_AVX512_WARNINGS_OFF
+QLM_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
 
 namespace qlm {
 namespace {
@@ -133,11 +128,7 @@ const Int8ScaledOps kOps{"avx512_vnni", 4, kPanel, &pack, &gemm, kRowChunk* kPan
 }  // namespace
 }  // namespace qlm
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+QLM_ISA_TARGET_END
 
 const qlm::Int8ScaledOps* qlm::int8_scaled_avx512_vnni_ops() { return &kOps; }
 
