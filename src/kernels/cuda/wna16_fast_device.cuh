@@ -163,6 +163,34 @@ __device__ __forceinline__ void apply_group(const uint4& sv, const uint4& zv, fl
     for (int c = 0; c < 4; ++c) sx[mt][c] = 0.0f;
 }
 
+// The mma.sync accumulators of one 64-column block (four 16-column tiles) x MT 8-token m-tiles, cleared.
+template <int MT>
+__device__ __forceinline__ void zero_block_acc(float (&acc)[4][MT][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+}
+
+// Adds a warp's accumulators of one 64-column block into red ([token][64 columns] floats) with atomicAdd, the tokens
+// m0 + ml < M only: the k-slice warps of a block summing into its tile (element c of tile j, m-tile mt: column
+// 16 j + g + 8 (c >> 1), token 8 mt + 2 t + (c & 1), as in sum_k_slices).
+template <int MT>
+__device__ __forceinline__ void atomic_add_block_acc(float* red, const float (&acc)[4][MT][4], int m0, int M, int g,
+                                                     int t) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int nl = 16 * j + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
+        if (m0 + ml < M) atomicAdd(&red[ml * 64 + nl], acc[j][mt][c]);
+      }
+}
+
 template <int MT>
 __device__ __forceinline__ void zero_late_sums(float (&accg)[4][MT][4], float (&xsum)[MT][4]) {
 #pragma unroll

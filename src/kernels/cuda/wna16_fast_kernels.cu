@@ -59,12 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   float acc[4][MT][4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+  zero_block_acc<MT>(acc);
 
   struct Stage {
     uint4 w[V];
@@ -109,15 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   __syncthreads();  // red zeroed
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int nl = 16 * j + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
-        if (m0 + ml < M) atomicAdd(&red[ml * 64 + nl], acc[j][mt][c]);
-      }
+  atomic_add_block_acc<MT>(red, acc, m0, M, g, t);
   __syncthreads();
 
   const int64_t n0 = static_cast<int64_t>(b) * 64;

@@ -102,12 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT == 1 ? 2 : 1)
 
   float acc[4][MT][4], accg[4][MT][4], xsum[MT][4];
   zero_late_sums<MT>(accg, xsum);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+  zero_block_acc<MT>(acc);
 
   // k-tile k from code ring slot i and x ring slot i % kDepthX; the slots are refilled with k-tile k + D
   // (k + kDepthX) as they are taken. A group's share is added when k reaches the next group.
@@ -138,15 +133,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT == 1 ? 2 : 1)
   if (kb < ke) apply_group<BF16, MT>(sv, zv, accg, xsum, acc);
 
   __syncthreads();  // red zeroed by every thread
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int nl = 16 * j + g + 8 * (c >> 1), ml = mt * 8 + 2 * t + (c & 1);
-        if (m0 + ml < M) atomicAdd(&red[ml * 64 + nl], acc[j][mt][c]);
-      }
+  atomic_add_block_acc<MT>(red, acc, m0, M, g, t);
   __syncthreads();
 
   const int64_t n0 = static_cast<int64_t>(b) * 64;

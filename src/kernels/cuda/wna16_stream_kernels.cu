@@ -206,12 +206,7 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, EARLY>::kMaxThreads, 1)
     const bool warp_active = nb0 + wn < n_blocks;
 
     float acc[4][MT][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+    zero_block_acc<MT>(acc);
 
     if constexpr (kLate) {
       // This warp's stages of the segment: every kWK-th of the block's stage sequence, from the first whose

@@ -14,8 +14,8 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/pdl.cuh"
-#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
+#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_fast_kernels.h"
 
 namespace qlm::cuda {
@@ -144,12 +144,7 @@ __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
   };
 
   float acc[4][MT][4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[j][mt][c] = 0.0f;
+  zero_block_acc<MT>(acc);
 
   const uint4 zconst = make_uint4(w.zero_const, w.zero_const, w.zero_const, w.zero_const);
   const bool warp_active = nb0 + wn < n_blocks;
