@@ -52,6 +52,18 @@ ScaledMMConfig fp8_config(const Fp8Variant& v, int64_t N, int64_t K, DType act, 
   return c;
 }
 
+const std::vector<Fp8Variant>& fp8_variants() {
+  static const std::vector<Fp8Variant> v = {
+      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
+      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
+      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
+  };
+  return v;
+}
+
+// ---- helpers and tests that run kernels (a CUDA build) ----
+#ifdef QLM_WITH_CUDA
+
 ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t seed) {
   return testing::random_scaled_mm_weights({.type = W8Type::Fp8E4M3, .ws = v.ws}, N, K, seed);
 }
@@ -88,11 +100,9 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
 // configuration where this build and device run them.
 std::vector<std::string> large_m_paths(const ScaledMMConfig& c) {
   std::vector<std::string> paths = {"off"};
-#ifdef QLM_WITH_CUDA
   if (cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32)
     for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
       paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
-#endif
   return paths;
 }
 
@@ -143,17 +153,6 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
     }
   }
 }
-
-const std::vector<Fp8Variant>& fp8_variants() {
-  static const std::vector<Fp8Variant> v = {
-      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
-      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
-      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
-  };
-  return v;
-}
-
-#ifdef QLM_WITH_CUDA
 
 class CudaScaledMMFp8FastTest : public ::testing::TestWithParam<Fp8Variant> {};
 

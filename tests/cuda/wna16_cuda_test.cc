@@ -35,28 +35,23 @@ class CudaWna16Test : public ::testing::Test {
   void check(const Wna16Spec& spec, DType act, const std::vector<int64_t>& Ms) {
     SCOPED_TRACE(fmt::format("{} act={}", testing::wna16_spec_str(spec), dtype_name(act)));
     const auto gen = testing::random_wna16(spec);
-    const size_t bytes = testing::run_wna16_against_cpu_ref(
-        "cuda_wna16", spec, gen.weights, act, Device::cuda(0), capability_, Ms,
-        [&](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
-          if (act == DType::F32)
-            EXPECT_LE(normwise_error(got, want), kF32Tolerance);
-          else
-            EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
-        });
+    const size_t bytes =
+        testing::run_wna16_against_cpu_ref("cuda_wna16", spec, gen.weights, act, Device::cuda(0), capability_, Ms,
+                                           [&](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
+                                             if (act == DType::F32)
+                                               EXPECT_LE(normwise_error(got, want), kF32Tolerance);
+                                             else
+                                               EXPECT_LE(testing::mean_relative_error(got, want), kHalfTolerance);
+                                           });
     EXPECT_GE(bytes, static_cast<size_t>(gen.weights.qweight.nbytes() + gen.weights.scales.nbytes()));
   }
 
   int capability_ = 0;
 };
 
-struct GridParam {
-  int bits;
-  int64_t group;
-  bool zp;
-  bool act;
-};
+using testing::Wna16GridParam;
 
-class CudaWna16Grid : public CudaWna16Test, public ::testing::WithParamInterface<GridParam> {};
+class CudaWna16Grid : public CudaWna16Test, public ::testing::WithParamInterface<Wna16GridParam> {};
 
 // Every weight configuration in every act dtype, each with one GEMV M (<= 8) and one cuBLAS M
 // (> 8) taken in rotation, so every M of both lists occurs across the grid.
@@ -81,23 +76,9 @@ TEST_P(CudaWna16Grid, MatchesReference) {
   }
 }
 
-std::vector<GridParam> grid() {
-  std::vector<GridParam> out;
-  for (int bits : {2, 3, 4, 8})
-    for (int64_t group : {-1, 32, 96, 128})
-      for (bool zp : {false, true})
-        for (bool act : {false, true})
-          if (!(act && group == -1)) out.push_back({bits, group, zp, act});
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(CudaAll, CudaWna16Grid, ::testing::ValuesIn(grid()),
-                         [](const ::testing::TestParamInfo<GridParam>& info) {
-                           const auto& p = info.param;
-                           return fmt::format("b{}_g{}_{}_{}", p.bits,
-                                              p.group < 0 ? std::string("ch") : std::to_string(p.group),
-                                              p.zp ? "zp" : "sym", p.act ? "act" : "seq");
-                         });
+INSTANTIATE_TEST_SUITE_P(CudaAll, CudaWna16Grid,
+                         ::testing::ValuesIn(testing::wna16_grid({2, 3, 4, 8}, {-1, 32, 96, 128})),
+                         [](const auto& info) { return testing::wna16_grid_name(info.param); });
 
 // Every M of the brief's list on one configuration, all act dtypes.
 TEST_F(CudaWna16Test, EveryM) {

@@ -82,14 +82,9 @@ class CudaWna16FastTest : public ::testing::Test {
   int bits_ = 4;
 };
 
-struct GridParam {
-  int bits;
-  int64_t group;
-  bool zp;
-  bool act;
-};
+using testing::Wna16GridParam;
 
-class CudaWna16FastGrid : public CudaWna16FastTest, public ::testing::WithParamInterface<GridParam> {};
+class CudaWna16FastGrid : public CudaWna16FastTest, public ::testing::WithParamInterface<Wna16GridParam> {};
 
 // Every weight configuration in both act dtypes (K and N not multiples of 256): the tiled GEMM on
 // M covering its m-tiles of 8, 16, 32 and 64 tokens (one and several m-tiles, odd M), the GEMV
@@ -117,25 +112,9 @@ TEST_P(CudaWna16FastGrid, MatchesReference) {
   }
 }
 
-std::vector<GridParam> grid() {
-  std::vector<GridParam> out;
-  for (int bits : {4, 8})
-    for (int64_t group : {-1, 32, 64, 128, 0})
-      for (bool zp : {false, true})
-        for (bool act : {false, true})
-          if (!(act && group == -1)) out.push_back({bits, group, zp, act});
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(CudaWna16FastAll, CudaWna16FastGrid, ::testing::ValuesIn(grid()),
-                         [](const ::testing::TestParamInfo<GridParam>& info) {
-                           const auto& p = info.param;
-                           return fmt::format("b{}_g{}_{}_{}", p.bits,
-                                              p.group < 0    ? std::string("ch")
-                                              : p.group == 0 ? std::string("odd")
-                                                             : std::to_string(p.group),
-                                              p.zp ? "zp" : "sym", p.act ? "act" : "seq");
-                         });
+INSTANTIATE_TEST_SUITE_P(CudaWna16FastAll, CudaWna16FastGrid,
+                         ::testing::ValuesIn(testing::wna16_grid({4, 8}, {-1, 32, 64, 128, 0})),
+                         [](const auto& info) { return testing::wna16_grid_name(info.param); });
 
 // Groups that are not multiples of 16 (padded rows), odd K and tiny or odd N; long K (split-K).
 TEST_F(CudaWna16FastTest, PaddedGroupsOddShapesAndSplitK) {

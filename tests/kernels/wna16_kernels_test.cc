@@ -107,14 +107,9 @@ void check_all_kernels(const Wna16Spec& spec, const std::vector<int64_t>& Ms) {
   set_compute_threads(0);
 }
 
-struct GridParam {
-  int bits;
-  int64_t group;
-  bool zp;
-  bool act;
-};
+using testing::Wna16GridParam;
 
-class Wna16KernelGrid : public ::testing::TestWithParam<GridParam> {};
+class Wna16KernelGrid : public ::testing::TestWithParam<Wna16GridParam> {};
 
 TEST_P(Wna16KernelGrid, MatchesReference) {
   const auto p = GetParam();
@@ -129,23 +124,9 @@ TEST_P(Wna16KernelGrid, MatchesReference) {
   check_all_kernels(s, {1, 3, 7, 17, 33, 100, 129});
 }
 
-std::vector<GridParam> grid() {
-  std::vector<GridParam> out;
-  for (int bits : {2, 3, 4, 8})
-    for (int64_t group : {-1, 32, 48, 64, 128})
-      for (bool zp : {false, true})
-        for (bool act : {false, true})
-          if (!(act && group == -1)) out.push_back({bits, group, zp, act});
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(All, Wna16KernelGrid, ::testing::ValuesIn(grid()),
-                         [](const ::testing::TestParamInfo<GridParam>& info) {
-                           const auto& p = info.param;
-                           return fmt::format("b{}_g{}_{}_{}", p.bits,
-                                              p.group < 0 ? std::string("ch") : std::to_string(p.group),
-                                              p.zp ? "zp" : "sym", p.act ? "act" : "seq");
-                         });
+INSTANTIATE_TEST_SUITE_P(All, Wna16KernelGrid,
+                         ::testing::ValuesIn(testing::wna16_grid({2, 3, 4, 8}, {-1, 32, 48, 64, 128})),
+                         [](const auto& info) { return testing::wna16_grid_name(info.param); });
 
 // Groups that are not whole packed words (padding inside the layout), odd K, tiny and odd N.
 TEST(Wna16KernelShapes, PaddedGroupsAndOddShapes) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -122,6 +124,33 @@ inline int64_t first_non_finite(const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     if (!std::isfinite(y[i])) return i;
   return -1;
+}
+
+// One point of the parameterised WNA16 test grids: bit width, group size (-1: one group over K; 0: an odd group size
+// the test derives from K), zero points, act-order.
+struct Wna16GridParam {
+  int bits;
+  int64_t group;
+  bool zp;
+  bool act;
+};
+
+// Every combination of `bits` and `groups` with and without zero points and act-order, except act-order with one
+// group over K (its g_idx can only be all zeros).
+inline std::vector<Wna16GridParam> wna16_grid(std::initializer_list<int> bits, std::initializer_list<int64_t> groups) {
+  std::vector<Wna16GridParam> out;
+  for (int b : bits)
+    for (int64_t group : groups)
+      for (bool zp : {false, true})
+        for (bool act : {false, true})
+          if (!(act && group == -1)) out.push_back({b, group, zp, act});
+  return out;
+}
+
+// The test name of a grid point: b4_g128_zp_act, b8_gch_sym_seq (one group over K), b4_godd_sym_seq (group 0).
+inline std::string wna16_grid_name(const Wna16GridParam& p) {
+  const std::string group = p.group < 0 ? "ch" : p.group == 0 ? "odd" : std::to_string(p.group);
+  return "b" + std::to_string(p.bits) + "_g" + group + "_" + (p.zp ? "zp" : "sym") + "_" + (p.act ? "act" : "seq");
 }
 
 }  // namespace qlm::testing
