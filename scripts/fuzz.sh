@@ -6,7 +6,7 @@ set -euo pipefail
 seconds="${1:-20}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build/fuzz"
-targets=(fuzz_safetensors fuzz_index fuzz_config)
+targets=(fuzz_safetensors fuzz_index fuzz_config fuzz_tokenizer)
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DQLM_FUZZ=ON -DQLM_SANITIZE=ON -DQLM_CUDA=OFF -DQLM_TESTS=OFF -DQLM_BENCH=OFF >/dev/null

@@ -147,9 +147,32 @@ def config_seeds():
     }
 
 
+def tokenizer_seeds():
+    """The tokenizer.json fixtures written by the tokenizers library (tests/data/tokenizers, 11-26 KB: byte-level BPE
+    of GPT-2, Llama-3 and Qwen2, SentencePiece-style BPE with byte fallback of Llama-2 and Mistral, digit splitting),
+    plus small broken variants: a wrong model type, merges naming unknown tokens, a pattern that does not compile,
+    an added token past the vocabulary, and a normalizer sequence nested in itself."""
+    fixtures = ROOT.parent.parent / "tests" / "data" / "tokenizers"
+    seeds = {f"{d.name}.json": (d / "tokenizer.json").read_bytes()
+             for d in sorted(fixtures.iterdir()) if (d / "tokenizer.json").is_file()}
+    vocab = {"a": 0, "b": 1, "ab": 2, "\u0120": 3}
+    base = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]}}
+    seeds["tiny.json"] = json.dumps(base).encode()
+    seeds["wrong_model.json"] = json.dumps({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}).encode()
+    seeds["unknown_merge.json"] = json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": ["x y"]}}).encode()
+    seeds["bad_pattern.json"] = json.dumps(dict(base, pre_tokenizer={
+        "type": "Split", "pattern": {"Regex": "(?<!"}, "behavior": "Isolated", "invert": False})).encode()
+    seeds["added_past_vocab.json"] = json.dumps(dict(base, added_tokens=[
+        {"id": 2147483647, "content": "<x>", "special": True, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False}])).encode()
+    seeds["nested_normalizers.json"] = json.dumps(dict(base, normalizer={
+        "type": "Sequence", "normalizers": [{"type": "Sequence", "normalizers": [{"type": "NFC"}]}]})).encode()
+    return seeds
+
+
 def main():
     for target, seeds in (("fuzz_safetensors", safetensors_seeds()), ("fuzz_index", index_seeds()),
-                          ("fuzz_config", config_seeds())):
+                          ("fuzz_config", config_seeds()), ("fuzz_tokenizer", tokenizer_seeds())):
         directory = ROOT / target
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)

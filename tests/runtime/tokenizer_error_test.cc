@@ -2,6 +2,7 @@
 // and the field.
 #include <gtest/gtest.h>
 
+#include "runtime/tokenizer/hf_tokenizer.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer_test_util.h"
 #include "support/expect_error.h"
@@ -25,6 +26,18 @@ TEST(TokenizerErrors, NotJson) {
   TempDir dir;
   dir.write("tokenizer.json", "{\"model\": ");
   EXPECT_QLM_ERROR(Tokenizer::from_model_dir(dir.path()), "tokenizer.parse", "tokenizer.json");
+}
+
+// The text entry point (the fuzz target's) names the caller's stand-in for the file, and loads what the file does.
+TEST(TokenizerErrors, FromJsonTextNamesItsSource) {
+  EXPECT_QLM_ERROR(tok::HfTokenizer::from_json("{\"model\": ", "inline.tokenizer.json"), "tokenizer.parse",
+                   "inline.tokenizer.json");
+  json doc = tiny_bpe_json();
+  doc["model"]["type"] = "Unigram";
+  EXPECT_QLM_ERROR(tok::HfTokenizer::from_json(doc.dump(), "inline.tokenizer.json"), "tokenizer.unsupported",
+                   "inline.tokenizer.json");
+  const auto tokenizer = tok::HfTokenizer::from_json(tiny_bpe_json().dump(), "inline.tokenizer.json");
+  EXPECT_GT(tokenizer->vocab_size(), 0u);
 }
 
 TEST(TokenizerErrors, UnsupportedModelTypesAreNamed) {
@@ -112,8 +125,8 @@ TEST(TokenizerErrors, InconsistentVocabulary) {
 TEST(TokenizerErrors, BadRegexNamesTheField) {
   TempDir dir;
   json doc = tiny_bpe_json();
-  doc["pre_tokenizer"] = json{{"type", "Split"}, {"pattern", json{{"Regex", "(unclosed"}}}, {"behavior", "Isolated"},
-                              {"invert", false}};
+  doc["pre_tokenizer"] =
+      json{{"type", "Split"}, {"pattern", json{{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}};
   EXPECT_QLM_ERROR(load_json(dir, doc), "tokenizer.regex", "pre_tokenizer.pattern.Regex");
   doc["pre_tokenizer"]["pattern"] = json{{"Regex", "a"}};
   doc["pre_tokenizer"]["behavior"] = "Sideways";

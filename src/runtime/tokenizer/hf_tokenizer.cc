@@ -18,8 +18,8 @@ std::string read_file(const std::filesystem::path& file) {
     fail("tokenizer.read", ErrorContext{file.string(), "", ""}, "check that the file exists and is readable",
          "cannot read tokenizer file: {}", ec.message());
   if (size > kMaxTokenizerJsonBytes)
-    fail("tokenizer.read", ErrorContext{file.string(), "", ""}, "", "tokenizer file is {} bytes, more than the {} allowed",
-         size, kMaxTokenizerJsonBytes);
+    fail("tokenizer.read", ErrorContext{file.string(), "", ""}, "",
+         "tokenizer file is {} bytes, more than the {} allowed", size, kMaxTokenizerJsonBytes);
   std::ifstream in(file, std::ios::binary);
   std::string text(size, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(size)))
@@ -30,15 +30,17 @@ std::string read_file(const std::filesystem::path& file) {
 }  // namespace
 
 std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::filesystem::path& file) {
-  const std::string text = read_file(file);
+  return from_json(read_file(file), file.string());
+}
+
+std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const std::string& name) {
   Json doc;
   try {
     doc = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    fail("tokenizer.parse", ErrorContext{file.string(), "", ""}, "the file is not valid JSON; re-download it",
+    fail("tokenizer.parse", ErrorContext{name, "", ""}, "the file is not valid JSON; re-download it",
          "invalid JSON at byte {}: {}", e.byte, e.what());
   }
-  const std::string name = file.string();
   return std::unique_ptr<HfTokenizer>(new HfTokenizer(Field(doc, name, "")));
 }
 
@@ -70,8 +72,10 @@ std::vector<int32_t> HfTokenizer::do_encode(std::string_view text, bool add_spec
       continue;
     }
     for (const auto& inner : added_.split(piece, true)) {
-      if (inner.id >= 0) ids.push_back(inner.id);
-      else encode_words(piece.substr(inner.begin, inner.end - inner.begin), at_start && inner.begin == 0, ids);
+      if (inner.id >= 0)
+        ids.push_back(inner.id);
+      else
+        encode_words(piece.substr(inner.begin, inner.end - inner.begin), at_start && inner.begin == 0, ids);
     }
   }
   return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "runtime/tokenizer/added_vocabulary.h"
 #include "runtime/tokenizer/bpe_model.h"
@@ -19,6 +20,8 @@ namespace qlm::runtime::tok {
 class HfTokenizer final : public Tokenizer {
  public:
   static std::unique_ptr<HfTokenizer> load(const std::filesystem::path& file);
+  // The same from the file's text; `name` stands for the file in errors.
+  static std::unique_ptr<HfTokenizer> from_json(std::string_view text, const std::string& name);
 
   std::string decode_token(int32_t id) const override;
   bool is_special(int32_t id) const override;
