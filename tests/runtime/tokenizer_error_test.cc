@@ -40,6 +40,20 @@ TEST(TokenizerErrors, FromJsonTextNamesItsSource) {
   EXPECT_GT(tokenizer->vocab_size(), 0u);
 }
 
+// JSON that nlohmann's parser rejects with another exception than parse_error, or reads only in part: each is a
+// "tokenizer.parse" error, not a crash (found by fuzz_tokenizer: a number beyond the double range terminated qlm).
+TEST(TokenizerErrors, NumbersBeyondDoubleAndNulBytesAreParseErrors) {
+  std::string huge = tiny_bpe_json().dump();
+  huge.insert(1, "\"x\": 888888888888.8e2888888, ");
+  EXPECT_QLM_ERROR(tok::HfTokenizer::from_json(huge, "t.json"), "tokenizer.parse", "number overflow");
+  std::string nul = tiny_bpe_json().dump();
+  nul += std::string("\0", 1) + "garbage";
+  EXPECT_QLM_ERROR(tok::HfTokenizer::from_json(nul, "t.json"), "tokenizer.parse", "NUL byte");
+  TempDir dir;
+  dir.write("tokenizer.json", "{\"model\": 1e400}");
+  EXPECT_QLM_ERROR(Tokenizer::from_model_dir(dir.path()), "tokenizer.parse", "tokenizer.json");
+}
+
 TEST(TokenizerErrors, UnsupportedModelTypesAreNamed) {
   for (const char* type : {"WordPiece", "Unigram", "WordLevel"}) {
     TempDir dir;

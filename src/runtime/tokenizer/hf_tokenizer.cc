@@ -34,12 +34,17 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::filesystem::path& file
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const std::string& name) {
+  constexpr const char* kRemedy = "the file is not valid JSON; re-download it";
+  // nlohmann's lexer takes a NUL byte for the end of the input: "{...}\0rest" would load the part before it.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    fail("tokenizer.parse", ErrorContext{name, "", ""}, kRemedy, "invalid JSON at byte {}: a NUL byte", nul + 1);
   Json doc;
   try {
     doc = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    fail("tokenizer.parse", ErrorContext{name, "", ""}, "the file is not valid JSON; re-download it",
-         "invalid JSON at byte {}: {}", e.byte, e.what());
+    fail("tokenizer.parse", ErrorContext{name, "", ""}, kRemedy, "invalid JSON at byte {}: {}", e.byte, e.what());
+  } catch (const Json::exception& e) {  // out_of_range 406: a number beyond the double range, e.g. 1e400
+    fail("tokenizer.parse", ErrorContext{name, "", ""}, kRemedy, "invalid JSON: {}", e.what());
   }
   return std::unique_ptr<HfTokenizer>(new HfTokenizer(Field(doc, name, "")));
 }
