@@ -98,8 +98,12 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // Experiment (docs/fp8-kernel-notes.md, session 40): QLM_FP8_QUANT_PREFETCH=b has the quantizer ask L2 for the
     // first b bytes of every weight row (rounded down to 128, at most K) before a large-M GEMM (CUTLASS or
     // cuBLASLt), whose first k-blocks then come from L2 while DRAM would otherwise idle under the quantizer.
+    // Rows from the first on, up to QLM_FP8_QUANT_PREFETCH_MB (default 16) in all: what the GEMM's first wave of
+    // tiles reads, well inside the 50 MB L2 of an H200 (more would be evicted before the GEMM gets to it).
     if (const char* env = std::getenv("QLM_FP8_QUANT_PREFETCH"))
       prefetch_row_bytes_ = std::min<int64_t>(std::max<int64_t>(0, std::atoll(env)) / 128 * 128, c_.K_p / 16 * 16);
+    if (const char* env = std::getenv("QLM_FP8_QUANT_PREFETCH_MB"))
+      prefetch_total_bytes_ = std::max<int64_t>(0, std::atoll(env)) << 20;
     // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
     use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
     if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
@@ -163,7 +167,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     cuda::Fp8WeightPrefetch weights;
     if (prefetch && prefetch_row_bytes_ > 0 && c_.K_p % 16 == 0) {
       weights.w = reinterpret_cast<const uint8_t*>(w_.codes.raw_data());
-      weights.rows = c_.N_p;
+      weights.rows = std::min<int64_t>(c_.N_p, prefetch_total_bytes_ / prefetch_row_bytes_);
       weights.stride = c_.K_p;
       weights.row_bytes = prefetch_row_bytes_;
     }
@@ -280,9 +284,9 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   int64_t max_m_ = kDefaultMaxM;
   int force_splits_ = 0;
   bool pdl_ = false;
-  bool quant_pdl_ = false;
-  int64_t prefetch_row_bytes_ =
-      0;  // QLM_FP8_QUANT_PREFETCH               // the per-token quantizer launched for programmatic dependent launch
+  bool quant_pdl_ = false;          // the per-token quantizer launched for programmatic dependent launch
+  int64_t prefetch_row_bytes_ = 0;  // QLM_FP8_QUANT_PREFETCH
+  int64_t prefetch_total_bytes_ = int64_t{16} << 20;     // QLM_FP8_QUANT_PREFETCH_MB
   std::optional<int> forced_promotion_;                  // QLM_FP8_PROMOTION (tuning, tests)
   bool use_cutlass_ = false;                             // large M through the CUTLASS sm_90a GEMM
   std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
