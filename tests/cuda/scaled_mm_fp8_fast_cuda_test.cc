@@ -217,7 +217,6 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
 // F32 from K = 16392).
 TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  const Tensor prefetch_rows = Tensor::empty({300, 4096}, DType::U8, Device::cuda(0));
   for (DType act : {DType::F32, DType::BF16, DType::F16})
     for (int64_t M : {1, 5, 130})
       for (int64_t K : {8, 264, 2056, 4096, 14336, 16392, 28672, 40000}) {
@@ -227,13 +226,10 @@ TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
         Tensor codes = Tensor::empty({M, K}, DType::F8_E4M3, Device::cuda(0));
         Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));
         const int type = act == DType::F32 ? cuda::kF32 : act == DType::F16 ? cuda::kF16 : cuda::kBF16;
-        // Every other case launched for programmatic dependent launch (behind the upload: same result); every
-        // other case prefetching 1 KB of each of 300 rows of a weight buffer for the GEMM after it (same codes).
+        // Every other case launched for programmatic dependent launch (behind the upload: same result).
         const bool pdl = (M + K / 8) % 2 == 0;
-        cuda::Fp8WeightPrefetch prefetch;
-        if ((M + K / 8) % 4 < 2) prefetch = {prefetch_rows.data<uint8_t>(), 300, 4096, 1024};
         ASSERT_EQ(cuda::launch_fp8_fast_quant_token(xt.raw_data(), type, M, K, codes.raw_data(), scales.data<float>(),
-                                                    pdl, cuda::context(0).stream, prefetch),
+                                                    pdl, cuda::context(0).stream),
                   cudaSuccess);
         const Tensor hc = codes.to_device(Device::cpu());
         const std::vector<float> hs = scales.to_device(Device::cpu()).to_float_vector();
@@ -289,48 +285,6 @@ TEST(CudaScaledMMFp8FastQuant, EveryRoundingCaseMatchesCpuConversion) {
       continue;
     }
     ASSERT_EQ(got.data<uint8_t>()[i], f32_to_e4m3(v)) << "value " << v << " (bits " << std::hex << f32_bits(v) << ")";
-  }
-}
-
-// A weight prefetch the bulk copy cannot express (misaligned, or longer than a row) is refused, not issued.
-TEST(CudaScaledMMFp8FastQuant, MisalignedWeightPrefetchIsRefused) {
-  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  const Tensor w = Tensor::empty({4, 256}, DType::U8, Device::cuda(0));
-  Tensor x = Tensor::from_vector(std::vector<float>(64, 1.0f), {1, 64}).to_device(Device::cuda(0));
-  Tensor codes = Tensor::empty({1, 64}, DType::F8_E4M3, Device::cuda(0));
-  Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
-  const uint8_t* base = w.data<uint8_t>();
-  for (const cuda::Fp8WeightPrefetch& p :
-       {cuda::Fp8WeightPrefetch{base + 8, 4, 256, 128}, cuda::Fp8WeightPrefetch{base, 4, 250, 128},
-        cuda::Fp8WeightPrefetch{base, 4, 256, 120}, cuda::Fp8WeightPrefetch{base, 4, 256, 512}})
-    EXPECT_EQ(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda::kF32, 1, 64, codes.raw_data(), scales.data<float>(),
-                                                false, cuda::context(0).stream, p),
-              cudaErrorInvalidValue)
-        << "stride " << p.stride << " row_bytes " << p.row_bytes;
-}
-
-// QLM_FP8_QUANT_PREFETCH only moves weight reads earlier: the large-M paths (the rule's, cuBLASLt and each CUTLASS
-// configuration) give bit-identical outputs with it, at a K whose rows are shorter than the prefetch asked for.
-TEST(CudaScaledMMFp8Fast, WeightPrefetchLeavesOutputsUnchanged) {
-  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  const Fp8Variant v{WeightScaleKind::Channel, ActScheme::DynamicToken};
-  for (int64_t M : {17, 300}) {
-    const int64_t N = 272, K = 1280;
-    const ScaledMMConfig c = fp8_config(v, N, K, DType::BF16, Device::cuda(0), capability0());
-    const ScaledMMWeights w = fp8_weights(v, N, K, 71 + M);
-    const std::vector<float> x = testing::scaled_mm_test_acts(M, K, DType::BF16, 5 + M);
-    std::vector<std::string> paths = large_m_paths(c);
-    paths.insert(paths.begin(), "");
-    for (const std::string& path : paths) {
-      const std::vector<float> plain = run_kernel(*make_kernel(c, w, "", path), c, x, M, nullptr);
-      setenv("QLM_FP8_QUANT_PREFETCH", "4096", 1);
-      const std::unique_ptr<ScaledMMKernel> k = make_kernel(c, w, "", path);
-      unsetenv("QLM_FP8_QUANT_PREFETCH");
-      const std::vector<float> got = run_kernel(*k, c, x, M, nullptr);
-      ASSERT_EQ(got.size(), plain.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(f32_bits(got[i]), f32_bits(plain[i])) << "path '" << path << "' M=" << M << " element " << i;
-    }
   }
 }
 

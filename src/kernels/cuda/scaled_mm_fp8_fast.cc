@@ -95,15 +95,6 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
     // QLM_FP8_QUANT_PDL=0 launches it in plain stream order.
     quant_pdl_ = pdl_ && env_switch_on("QLM_FP8_QUANT_PDL");
-    // Experiment (docs/fp8-kernel-notes.md, session 40): QLM_FP8_QUANT_PREFETCH=b has the quantizer ask L2 for the
-    // first b bytes of every weight row (rounded down to 128, at most K) before a large-M GEMM (CUTLASS or
-    // cuBLASLt), whose first k-blocks then come from L2 while DRAM would otherwise idle under the quantizer.
-    // Rows from the first on, up to QLM_FP8_QUANT_PREFETCH_MB (default 16) in all: what the GEMM's first wave of
-    // tiles reads, well inside the 50 MB L2 of an H200 (more would be evicted before the GEMM gets to it).
-    if (const char* env = std::getenv("QLM_FP8_QUANT_PREFETCH"))
-      prefetch_row_bytes_ = std::min<int64_t>(std::max<int64_t>(0, std::atoll(env)) / 128 * 128, c_.K_p / 16 * 16);
-    if (const char* env = std::getenv("QLM_FP8_QUANT_PREFETCH_MB"))
-      prefetch_total_bytes_ = std::max<int64_t>(0, std::atoll(env)) << 20;
     // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
     use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
     if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
@@ -136,7 +127,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     const int64_t M =
         check_cuda_linear_args("cuda_scaled_mm_fp8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
-    const CudaActCodes q = quantize(x, M, /*prefetch=*/M > max_m_);
+    const CudaActCodes q = quantize(x, M);
     if (M <= max_m_)
       run_fast(q, M, y, bias);
     else if (!run_cutlass(q, M, y, bias))
@@ -158,22 +149,15 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
 
  private:
   // Per-token scales through our vectorised quantizer, per-tensor ones through the shared one.
-  CudaActCodes quantize(const Tensor& x, int64_t M, bool prefetch) const {
+  CudaActCodes quantize(const Tensor& x, int64_t M) const {
     if (c_.act != ActScheme::DynamicToken) return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
     CudaActCodes q;
     q.group = c_.K_p;
     q.codes = Tensor::empty({M, c_.K_p}, DType::F8_E4M3, c_.device);
     q.scales = Tensor::empty({M}, DType::F32, c_.device);
-    cuda::Fp8WeightPrefetch weights;
-    if (prefetch && prefetch_row_bytes_ > 0 && c_.K_p % 16 == 0) {
-      weights.w = reinterpret_cast<const uint8_t*>(w_.codes.raw_data());
-      weights.rows = std::min<int64_t>(c_.N_p, prefetch_total_bytes_ / prefetch_row_bytes_);
-      weights.stride = c_.K_p;
-      weights.row_bytes = prefetch_row_bytes_;
-    }
     QLM_CUDA_CHECK(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
                                                      q.codes.raw_data(), q.scales.data<float>(), quant_pdl_,
-                                                     cuda::context(c_.device.index).stream, weights));
+                                                     cuda::context(c_.device.index).stream));
     return q;
   }
 
@@ -284,11 +268,9 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   int64_t max_m_ = kDefaultMaxM;
   int force_splits_ = 0;
   bool pdl_ = false;
-  bool quant_pdl_ = false;          // the per-token quantizer launched for programmatic dependent launch
-  int64_t prefetch_row_bytes_ = 0;  // QLM_FP8_QUANT_PREFETCH
-  int64_t prefetch_total_bytes_ = int64_t{16} << 20;     // QLM_FP8_QUANT_PREFETCH_MB
-  std::optional<int> forced_promotion_;                  // QLM_FP8_PROMOTION (tuning, tests)
-  bool use_cutlass_ = false;                             // large M through the CUTLASS sm_90a GEMM
+  bool quant_pdl_ = false;               // the per-token quantizer launched for programmatic dependent launch
+  std::optional<int> forced_promotion_;  // QLM_FP8_PROMOTION (tuning, tests)
+  bool use_cutlass_ = false;             // large M through the CUTLASS sm_90a GEMM
   std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
   int occupancy_[4] = {1, 1, 1, 1};                      // resident blocks per SM of the 8/16/32/64-token instances
   std::unique_ptr<Fp8OuterVecLtGemm> lt_;                // large M where CUTLASS does not run

@@ -101,31 +101,15 @@ struct Packed8<float> {
   }
 };
 
-// This block's share of the weight rows of `p`, one bulk L2 prefetch per row (asynchronous: the threads go on at
-// once). sm_90's cp.async.bulk.prefetch; older devices skip it.
-__device__ __forceinline__ void prefetch_weight_rows(const Fp8WeightPrefetch& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (p.row_bytes <= 0) return;
-  const int64_t per_block = (p.rows + gridDim.x - 1) / gridDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * per_block;
-  const int64_t end = min(first + per_block, p.rows);
-  for (int64_t r = first + threadIdx.x; r < end; r += blockDim.x)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.w + r * p.stride),
-                 "r"(static_cast<uint32_t>(p.row_bytes))
-                 : "memory");
-#endif
-}
-
 // One row per block, read from memory once: every thread issues all its VPT 8-element loads up
 // front and keeps them (packed) in registers through the absmax, then quantizes them. For rows of
 // up to VPT * 8 * kThreads elements; longer rows take quant_token_kernel.
 template <typename T, int VPT>
 __global__ void __launch_bounds__(kThreads)
-    quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes, float* scales, Fp8WeightPrefetch prefetch) {
+    quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
   // x may be the previous kernel's output and the codes its input: wait for it (launched with PDL: its tail overlaps
   // this launch), then let the GEMM start streaming weights (it waits before reading the codes).
   pdl_enter();
-  prefetch_weight_rows(prefetch);
   const int64_t r = blockIdx.x;
   const T* xr = x + r * K;
   const int nv = static_cast<int>(K / 8);
@@ -163,10 +147,8 @@ __global__ void __launch_bounds__(kThreads)
 // Rows of any length: the row is read twice (absmax, then codes). fmaxf ignores NaN in any order,
 // so the absmax does not depend on the reduction order.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales, Fp8WeightPrefetch prefetch) {
+__global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
   pdl_enter();  // as quant_token_regs_kernel
-  prefetch_weight_rows(prefetch);
   const int64_t r = blockIdx.x;
   const T* xr = x + r * K;
   const int64_t nv = K / 8;
@@ -418,13 +400,9 @@ cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) 
 }
 
 cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        bool pdl, cudaStream_t stream, const Fp8WeightPrefetch& prefetch) {
+                                        bool pdl, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
-  if (prefetch.row_bytes != 0 &&
-      (prefetch.row_bytes < 0 || prefetch.row_bytes % 16 != 0 || prefetch.stride % 16 != 0 ||
-       reinterpret_cast<uintptr_t>(prefetch.w) % 16 != 0 || prefetch.row_bytes > prefetch.stride))
-    return cudaErrorInvalidValue;
   uint8_t* q = static_cast<uint8_t*>(codes);
   const int64_t per_thread = (K / 8 + kThreads - 1) / kThreads;  // 8-element vectors per thread
   cudaError_t e = cudaSuccess;
@@ -434,8 +412,7 @@ cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, in
     constexpr int kMaxVpt = sizeof(T) == 4 ? 8 : 16;  // registers held per thread: 64 (raw)
     // One row per block.
     const auto go = [&](auto kernel) {
-      e = launch_pdl_if(pdl, kernel, dim3(static_cast<unsigned>(M)), dim3(kThreads), 0, stream, xt, K, q, scales,
-                        prefetch);
+      e = launch_pdl_if(pdl, kernel, dim3(static_cast<unsigned>(M)), dim3(kThreads), 0, stream, xt, K, q, scales);
     };
     if (per_thread <= 1)
       go(quant_token_regs_kernel<T, 1>);

@@ -52,20 +52,9 @@ int fp8_fast_tile_tokens(int64_t M);
 cudaError_t fp8_fast_occupancy(int tile_tokens, int* blocks_per_sm);
 cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& args, cudaStream_t stream);
 
-// Weight bytes the quantizer asks L2 to fetch while it runs, for the GEMM after it, which reads every row's first
-// k-blocks first: the first `row_bytes` bytes of each of `rows` rows `stride` bytes apart, the rows spread over the
-// quantizer's blocks. Off when row_bytes is 0; w, stride and row_bytes must be multiples of 16 (the launch refuses
-// others). The weights do not depend on the quantizer, so this only moves their DRAM reads earlier.
-struct Fp8WeightPrefetch {
-  const uint8_t* w = nullptr;
-  int64_t rows = 0;
-  int64_t stride = 0;
-  int64_t row_bytes = 0;
-};
-
 // codes [M, K] e4m3, scales [M]; x [M, K] of x_type; K a multiple of 8. pdl: launched for programmatic dependent
 // launch (its launch overlaps the previous kernel's tail; it waits for that kernel before reading x or writing).
 cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        bool pdl, cudaStream_t stream, const Fp8WeightPrefetch& prefetch = {});
+                                        bool pdl, cudaStream_t stream);
 
 }  // namespace qlm::cuda
