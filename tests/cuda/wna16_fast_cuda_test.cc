@@ -41,7 +41,6 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_wgmma_producers(0);
     set_wna16_stream_max_stages(0);
     set_wna16_stream_producers(0);
-    set_wna16_stream_early(-1);
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
   }
@@ -201,27 +200,6 @@ TEST_F(CudaWna16FastTest, StreamProducerWarps) {
     }
   }
   check(specs[0], DType::F16, {2, 12}, Wna16FastPath::Stream);
-}
-
-// The two-m-tile 4-bit stream kernel with early scaling (16 consumer warps on k-slices, each weight scaled before its
-// MMA; forced only): every spec at 9-16 tokens with one to three producers and several ring depths, both act
-// dtypes; one m-tile and four keep their own kernels under the switch.
-TEST_F(CudaWna16FastTest, StreamEarlyTwoMTiles) {
-  if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
-  set_wna16_stream_early(1);
-  const std::vector<Wna16Spec> specs = stream_specs(131);
-  for (int producers : {1, 3}) {
-    for (int cap : {0, 2, 12}) {
-      SCOPED_TRACE(fmt::format("early, producers {}, ring cap {}", producers, cap));
-      set_wna16_stream_producers(producers);
-      set_wna16_stream_max_stages(cap);
-      for (const auto& s : specs) check(s, DType::BF16, {9, 12, 16}, Wna16FastPath::Stream);
-    }
-  }
-  set_wna16_stream_producers(0);
-  set_wna16_stream_max_stages(0);
-  for (const auto& s : specs) check(s, DType::BF16, {1, 7, 10, 17}, Wna16FastPath::Stream);
-  check(specs[0], DType::F16, {11, 16}, Wna16FastPath::Stream);
 }
 
 // Late scaling in the wgmma tiles of <= 32 tokens (sm90a; off by default until measured): each small tile

@@ -97,7 +97,6 @@ std::atomic<int> g_wgmma_pair{0};         // set_wna16_wgmma_pair
 std::atomic<int> g_wgmma_producers{0};    // set_wna16_wgmma_producers
 std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
-std::atomic<int> g_stream_early{-1};      // set_wna16_stream_early
 std::atomic<int> g_fixup_mode{0};         // set_wna16_fixup_mode
 std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
 
@@ -124,8 +123,6 @@ void set_wna16_stream_max_stages(int stages) { g_stream_max_stages.store(stages)
 int wna16_stream_max_stages_override() { return g_stream_max_stages.load(); }
 void set_wna16_stream_producers(int producers) { g_stream_producers.store(producers); }
 int wna16_stream_producers_override() { return g_stream_producers.load(); }
-void set_wna16_stream_early(int mode) { g_stream_early.store(mode); }
-int wna16_stream_early_override() { return g_stream_early.load(); }
 void set_wna16_fixup_mode(int mode) { g_fixup_mode.store(mode); }
 int cuda::wna16_fixup_mode() {
   static const int64_t env = env_int("QLM_W4FAST_FIXUP", 0);

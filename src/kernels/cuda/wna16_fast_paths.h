@@ -196,10 +196,6 @@ int wna16_stream_max_stages_override();
 // The same for the stream kernel's producer warps (1-3; 0: QLM_W4FAST_STREAM_PRODUCERS or the default, 3).
 void set_wna16_stream_producers(int producers);
 int wna16_stream_producers_override();
-// The same for the two-m-tile 4-bit stream kernel with each weight scaled before its MMA (16 consumer warps on
-// k-slices, notes v7r; off by default until measured): 1 on, 0 off, -1 QLM_W4FAST_STREAM_EARLY (=1: on).
-void set_wna16_stream_early(int mode);
-int wna16_stream_early_override();
 // How the stream and wgmma kernels count a split tile's segments (their stream-K fix-up): 1, a __threadfence() in
 // every thread around one thread's atomicAdd; 2, one thread's acq_rel atomic between two barriers
 // (bulk::arrive_tile_counter_acq_rel; default since session 34: 1-3 % faster at M = 1-256, docs/w4a16-kernel-notes.md

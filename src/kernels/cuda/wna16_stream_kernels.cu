@@ -60,17 +60,13 @@ constexpr int kCols = kWN * 64;
 constexpr int kRedRow = kCols + 4;                 // floats per token row of the reduction tile
 constexpr int kMaxStages = kWna16StreamMaxStages;  // the deepest ring (16 KB of codes per stage)
 
-template <int BITS, int MT, bool EARLY = false>
+template <int BITS, int MT>
 struct StreamShape {
   // 4-bit codes at one or two m-tiles: late scaling (raw_tile4 / apply_group in wna16_fast_device.cuh) and whole
   // stages per warp: consumer warp (wn, p) takes column block wn, all KS k-tiles, of every kWK-th stage
   // (those with p = stage index mod kWK), so kWK stages are in the consumers' hands at once. Otherwise
   // warp (wn, wk) takes k-tiles [wk * KH, (wk + 1) * KH) of column block wn of every stage.
-  // EARLY (4-bit, two m-tiles; forced only, QLM_W4FAST_STREAM_EARLY=1, notes v7r): the k-slice loop with each weight
-  // scaled before its MMA instead, on 16 consumer warps (no raw sums, x sums or ones-MMA to hold).
-  static constexpr bool kEarlyFits = BITS == 4 && MT == 2;  // the kernels that have an EARLY twin
-  static_assert(!EARLY || kEarlyFits, "the early-scaled twin serves the two-m-tile late kernel");
-  static constexpr bool kLate = BITS == 4 && MT <= 2 && !EARLY;
+  static constexpr bool kLate = BITS == 4 && MT <= 2;
   // Consumer warps: 4 along N (one per column block) x kWK. Measured on the H200 (notes): one stage per
   // warp at a time left the late kernel latency-bound at 8 warps (v5e: 2.2 warps and 0.44 issued
   // instructions per scheduler and cycle); without late scaling, at two m-tiles 16 warps were 10-35 % faster
@@ -99,18 +95,18 @@ struct StreamShape {
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
-template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
-__global__ void __launch_bounds__(StreamShape<BITS, MT, EARLY>::kMaxThreads, 1)
+template <int BITS, bool BF16, int MT, bool ZP>
+__global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
                   const float* __restrict__ bias, uint16_t* __restrict__ y) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
-  static_assert(StreamShape<BITS, MT, EARLY>::kStageWarps >= 1 &&
-                StreamShape<BITS, MT, EARLY>::kStageWarps <= StreamShape<BITS, MT, EARLY>::kConsumerWarps);
+  static_assert(StreamShape<BITS, MT>::kStageWarps >= 1 &&
+                StreamShape<BITS, MT>::kStageWarps <= StreamShape<BITS, MT>::kConsumerWarps);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace bulk;
-  using S = StreamShape<BITS, MT, EARLY>;
+  using S = StreamShape<BITS, MT>;
   constexpr int V = S::V, KS = S::KS, TM = S::TM, XRow = S::XRow;
   constexpr int kCodeBytes = S::kCodeBytes;
   constexpr int KH = S::KH, kWK = S::kWK, kConsumerWarps = S::kConsumerWarps, kConsumers = S::kConsumers;
@@ -420,21 +416,21 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT, EARLY>::kMaxThreads, 1)
     q += j1 - j0;
   }
 #else
-  static_assert(StreamShape<BITS, MT, EARLY>::KH > 0);
+  static_assert(StreamShape<BITS, MT>::KH > 0);
   __trap();  // sm_90 only: the host never launches it elsewhere (wna16_stream_usable)
 #endif
 }
 
-template <int BITS, bool BF16, int MT, bool ZP, bool EARLY>
+template <int BITS, bool BF16, int MT, bool ZP>
 int stage_bytes_of(int par_bytes, int rows) {
-  using S = StreamShape<BITS, MT, EARLY>;
+  using S = StreamShape<BITS, MT>;
   // A multiple of 128 bytes, so every stage's x region (at kCodeBytes + parameters, both multiples of 128)
   // is aligned for the x box.
   return (S::kCodeBytes + (ZP ? 2 : 1) * par_bytes + rows * S::XRow * 2 + 127) / 128 * 128;
 }
 
 // Dynamic shared memory the device allows one block (set once per instantiation), 0 if unknown.
-template <int BITS, bool BF16, int MT, bool ZP, bool EARLY>
+template <int BITS, bool BF16, int MT, bool ZP>
 int smem_limit() {
   static const int limit = [] {
     int dev = 0, optin = 0;
@@ -442,8 +438,8 @@ int smem_limit() {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
       return 0;
     const int usable = optin - 1024;  // the static barriers and flag
-    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             usable) != cudaSuccess)
+    if (cudaFuncSetAttribute(stream_kernel<BITS, BF16, MT, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize, usable) !=
+        cudaSuccess)
       return 0;
     return usable;
   }();
@@ -456,15 +452,15 @@ struct Plan {
 };
 
 // The ring for calls of `rows` tokens (rows <= TM; TM rows: the deepest ring any M gets).
-template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
+template <int BITS, bool BF16, int MT, bool ZP>
 Plan plan_of(const Wna16FastArgs& w, int rows) {
-  using S = StreamShape<BITS, MT, EARLY>;
+  using S = StreamShape<BITS, MT>;
   const int64_t tpg = std::max<int64_t>(1, w.tiles_per_group);
   const int gslots = static_cast<int>(std::min<int64_t>(S::KS, (S::KS - 1) / tpg + 2));
   Plan p;
   p.par_bytes = gslots * kWN * 128;
-  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP, EARLY>(p.par_bytes, rows);
-  const int limit = smem_limit<BITS, BF16, MT, ZP, EARLY>();
+  p.stage_bytes = stage_bytes_of<BITS, BF16, MT, ZP>(p.par_bytes, rows);
+  const int limit = smem_limit<BITS, BF16, MT, ZP>();
   // The cap: the tests' override, QLM_W4FAST_STREAM_MAX_STAGES=n (2 to 12, tuning) or wna16_stream_default_stages
   // (fewer at one m-tile, so the block leaves shared memory for the neighbouring kernels' blocks); at least one stage
   // per warp phase. The depth is a multiple of the warp phases (wna16_stream_ring_stages: the consumers' mbarrier
@@ -488,27 +484,13 @@ int stream_producers() {
       std::clamp<int64_t>(wna16_setting(wna16_stream_producers_override(), env, 3), 1, S::kMaxProducerWarps));
 }
 
-// Whether the two-m-tile 4-bit kernel scales each weight before its MMA (EARLY: 16 consumer warps taking k-slices)
-// instead of late (off by default until measured): the tests' override (set_wna16_stream_early), else
-// QLM_W4FAST_STREAM_EARLY=1.
-bool stream_early() {
-  static const int64_t env = env_int("QLM_W4FAST_STREAM_EARLY", 0);
-  const int set = wna16_stream_early_override();
-  return set >= 0 ? set == 1 : env == 1;
-}
-
-template <int BITS, bool BF16, int MT, bool ZP, bool EARLY = false>
+template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
                    cudaStream_t stream) {
-  if constexpr (!EARLY && StreamShape<BITS, MT>::kEarlyFits) {
-    if (stream_early())
-      return launch<BITS, BF16, MT, ZP, true>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y, pdl, x_boxes,
-                                              stream);
-  }
-  using S = StreamShape<BITS, MT, EARLY>;
+  using S = StreamShape<BITS, MT>;
   const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
-  const Plan p = plan_of<BITS, BF16, MT, ZP, EARLY>(w, rows);
+  const Plan p = plan_of<BITS, BF16, MT, ZP>(w, rows);
   if (p.stages == 0) return cudaErrorInvalidValue;
   // x in boxes of every token row x one stage's k (XRow columns: the stage's k plus the padding, which
   // is never read); zeros past K. One m-tile copies x per row (the kernel never reads the map there), so its
@@ -517,7 +499,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
   const bool x_box = MT > 1 && x_boxes &&
                      encode_u16_tensor_map(&xmap, x, static_cast<uint64_t>(w.k_tiles * 16), static_cast<uint64_t>(M),
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
-  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP, EARLY>, dim3(blocks),
+  const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks),
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
                                       static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
@@ -545,10 +527,6 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        if constexpr (StreamShape<V::kBits, V::kMt>::kEarlyFits) {
-          if (stream_early())
-            return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp, true>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
-        }
         return plan_of<V::kBits, V::kBf16, V::kMt, V::kZp>(w, StreamShape<V::kBits, V::kMt>::TM).stages > 0;
       },
       false);
