@@ -27,8 +27,12 @@ __device__ __forceinline__ int find_expert(const int32_t* bounds, int n, int64_t
 // silu_gather took 85 µs of Mixtral's 230 µs per layer on the H100, session 40.)
 constexpr int kGatherColumns = 256;
 
-dim3 gather_grid(int64_t rows_total, int64_t stride) {
-  return dim3(static_cast<unsigned>(rows_total), static_cast<unsigned>((stride + kGatherColumns - 1) / kGatherColumns));
+// False where the grid cannot be launched: more than INT32_MAX rows, an empty row, more than 65535 column chunks.
+bool gather_grid(int64_t rows_total, int64_t stride, dim3* grid) {
+  const int64_t chunks = (stride + kGatherColumns - 1) / kGatherColumns;
+  if (rows_total > INT32_MAX || stride < 1 || chunks > 65535) return false;
+  *grid = dim3(static_cast<unsigned>(rows_total), static_cast<unsigned>(chunks));
+  return true;
 }
 
 template <typename T>
@@ -126,9 +130,8 @@ cudaError_t gemm_bits(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64
 cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, const int32_t* row_token,
                                     const MoeWna16Experts& ex, int64_t stride, float* xf, cudaStream_t stream) {
   if (ex.rows_total == 0) return cudaSuccess;
-  if (ex.rows_total > INT32_MAX || stride < 1 || (stride + kGatherColumns - 1) / kGatherColumns > 65535)
-    return cudaErrorInvalidValue;
-  const dim3 grid = gather_grid(ex.rows_total, stride);
+  dim3 grid;
+  if (!gather_grid(ex.rows_total, stride, &grid)) return cudaErrorInvalidValue;
   switch (act) {
     case Wna16Act::F32:
       gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const float*>(x), K, row_token, ex, stride, xf);
@@ -161,10 +164,9 @@ cudaError_t launch_moe_wna16_gemm(const MoeWna16Experts& ex, int bits, int64_t N
 cudaError_t launch_moe_wna16_silu_gather(const float* partial, int splits, int64_t width, const MoeWna16Experts& w2,
                                          int64_t stride, float* af, cudaStream_t stream) {
   if (w2.rows_total == 0) return cudaSuccess;
-  if (w2.rows_total > INT32_MAX || splits < 1 || stride < 1 || (stride + kGatherColumns - 1) / kGatherColumns > 65535)
-    return cudaErrorInvalidValue;
-  silu_gather_kernel<<<gather_grid(w2.rows_total, stride), kGatherColumns, 0, stream>>>(partial, splits, width, w2,
-                                                                                        stride, af);
+  dim3 grid;
+  if (splits < 1 || !gather_grid(w2.rows_total, stride, &grid)) return cudaErrorInvalidValue;
+  silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride, af);
   return cudaGetLastError();
 }
 

@@ -24,6 +24,8 @@ struct MoeWna16Experts {
 };
 
 // xf[r, j] = x[row_token[r], row_source_e[j]] as f32 (0 for padding and j past e's rows); x [T, K] in `act`.
+// One thread per element; cudaErrorInvalidValue for more than INT32_MAX rows or a stride outside 1 .. 65535 * 256
+// (the same limits for launch_moe_wna16_silu_gather).
 cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, const int32_t* row_token,
                                     const MoeWna16Experts& ex, int64_t stride, float* xf, cudaStream_t stream);
 
