@@ -21,6 +21,8 @@ def path(r):
         return f"per expert ({r['expert_kernel']})"
     if r["format"] == "bf16":
         return f"per expert ({r['expert_kernel']})"
+    if "path" in r:  # bench-moe writes the kernel's own words since session 41
+        return r["path"]
     grouped = r["m"] * r["top_k"] <= GROUPED_ROWS_PER_EXPERT * r["experts"]
     return "grouped WNA16" if grouped else "per expert, own WNA16 layout"
 

@@ -90,6 +90,9 @@ class MoEKernel {
   // Why run_device on `tokens` tokens waits for the host (e.g. reads the expert counts there), which
   // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: it waits.
   virtual std::string device_host_wait(int64_t tokens) const;
+  // How the experts run for `tokens` tokens, in words (bench-moe's "path"), e.g. "grouped WNA16, tensor cores
+  // (8-row tiles)"; empty where the kernel has one way.
+  virtual std::string experts_path(int64_t tokens) const { return {}; }
 };
 
 using MoEKernelRegistry = KernelRegistry<MoEKernelConfig, MoEKernel>;

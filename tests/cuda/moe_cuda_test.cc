@@ -3,7 +3,7 @@
 // compressed-tensors WNA16, FP8 tensor / channel / block, INT8 W8A8), with the router on the device:
 // 1, 7, 33 and 300 tokens (WNA16 runs grouped up to 33 tokens here and per expert at 300), expert 0
 // receiving every token and expert 3 none, outputs taken from NaN-poisoned memory, BF16 and F32
-// activations; also routing without renormalisation, NaN weights in an expert without tokens, WNA16
+// activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel); also routing without renormalisation, NaN weights in an expert without tokens, WNA16
 // expert weights held once (no linear kernel per expert), and host input refused. Skipped without
 // a visible GPU.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "kernels/cuda/moe_cuda_options.h"
 #include "layers/fused_moe.h"
 #include "loader/loader.h"
 #include "loader/module_set.h"
@@ -98,6 +99,12 @@ void check_tokens(FusedMoE& moe, const Case& c, const Checkpoint& ck, int64_t T,
   EXPECT_LE(rel_mean_error(got, ref), tol) << what;
 }
 
+// The grouped WNA16 kernel for one scope (Auto again at its end).
+struct ForcedGroupedKernel {
+  explicit ForcedGroupedKernel(MoeWna16Grouped kernel) { set_moe_wna16_grouped(kernel); }
+  ~ForcedGroupedKernel() { set_moe_wna16_grouped(MoeWna16Grouped::Auto); }
+};
+
 class CudaMoeMethods : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaMoeMethods, MatchesFloat64Reference) {
@@ -105,14 +112,25 @@ TEST_P(CudaMoeMethods, MatchesFloat64Reference) {
   const Case c = cases()[static_cast<size_t>(GetParam())];
   std::unique_ptr<QuantizationConfig> cfg = c.config_json.empty() ? nullptr : make_quant_config(c.config_json);
   const Checkpoint ck = make_checkpoint(c);
-  for (DType act : {DType::BF16, DType::F32}) {
-    auto layer = load_gpu_layer(cfg.get(), ck, act, c.dtype);
+  // WNA16 experts: BF16 and F16 run the tensor-core grouped GEMM (4-bit, groups of 32), BF16 again on the CUDA-core
+  // GEMV (forced), F32 on the GEMV.
+  const bool wna16 = c.name.rfind("gptq", 0) == 0 || c.name == "awq" || c.name == "ct_wna16_asym";
+  struct Run {
+    DType act;
+    MoeWna16Grouped kernel;
+  };
+  std::vector<Run> runs = {{DType::BF16, MoeWna16Grouped::Auto}, {DType::F32, MoeWna16Grouped::Auto}};
+  if (wna16) runs.insert(runs.end(), {{DType::F16, MoeWna16Grouped::Auto}, {DType::BF16, MoeWna16Grouped::Gemv}});
+  for (const Run& run : runs) {
+    SCOPED_TRACE(std::string(dtype_name(run.act)) + (run.kernel == MoeWna16Grouped::Gemv ? " (GEMV forced)" : ""));
+    const ForcedGroupedKernel forced(run.kernel);
+    auto layer = load_gpu_layer(cfg.get(), ck, run.act, c.dtype);
     EXPECT_NE(layer->moe->method().describe().find("[cuda_grouped]"), std::string::npos)
         << layer->moe->method().describe();
     // F32: the CPU tolerance (activation quantizers may round a few values the other way);
-    // BF16: 1 % relative mean error.
-    const double tol = act == DType::F32 ? std::max(c.tol, 1e-4) * 2 : 0.01;
-    for (int64_t T : {1, 7, 33, 300}) check_tokens(*layer->moe, c, ck, T, act, true, tol);
+    // BF16 / F16: 1 % relative mean error.
+    const double tol = run.act == DType::F32 ? std::max(c.tol, 1e-4) * 2 : 0.01;
+    for (int64_t T : {1, 7, 33, 300}) check_tokens(*layer->moe, c, ck, T, run.act, true, tol);
   }
 }
 

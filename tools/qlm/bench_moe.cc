@@ -300,6 +300,7 @@ void bench_moe(BenchMoEOptions o) {
       j["act_dtype"] = dtype_name(L.cfg.act_dtype);
       j["kernel"] = L.kernel->name();
       j["expert_kernel"] = L.w13_kernel;
+      if (const std::string path = L.kernel->experts_path(m); !path.empty()) j["path"] = path;
       j["threads"] = compute_threads();
       j["iters"] = o.iters;
       j["timing"] = moe_timing;

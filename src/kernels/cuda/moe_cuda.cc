@@ -3,16 +3,65 @@
 //   2. grouping: counts per expert, prefix sums, the permutation of slots into expert order
 //      (launch_moe_align), rows gathered in that order;
 //   3. experts: WNA16 experts (GPTQ / AWQ / compressed-tensors, 2/3/4/8-bit, zero points, act-order)
-//      with at most kGroupedRowsPerExpert rows per expert on average run grouped: one launch for the
-//      w13 GEMM of all experts, one for SiLU·mul (gathered into w2's row order), one for the w2 GEMM
-//      (moe_wna16_kernels.h), each block finding its expert and rows from the device-side offsets,
-//      so nothing waits for the host. Every other case copies the expert offsets to the host once
+//      with few rows per expert on average run grouped: one launch for the w13 GEMM of all experts,
+//      one for SiLU·mul (gathered into w2's row order), one for the w2 GEMM (moe_wna16_kernels.h),
+//      each block finding its expert and rows from the device-side offsets, so nothing waits for the
+//      host. The GEMMs run on tensor cores (4-bit experts with groups of multiples of 32 rows, BF16 /
+//      F16 activations: up to kMoeMmaGroupedRowsPerExpert rows per expert) or as a CUDA-core GEMV
+//      (every other WNA16 expert: up to kGroupedRowsPerExpert). Every other case copies the expert offsets to the host once
 //      and loops over the active experts over their contiguous rows: WNA16 experts with many rows
 //      (or bit widths that differ between experts) through run_wna16_linear on the kernel's own
 //      copy of their weights (dequantize + cuBLAS above a few rows; the experts' projections build
 //      no kernel, so the weights are held once), unquantized, FP8, INT8 and mixed experts on their
 //      own CUDA linear kernels;
 //   4. combine: y[t] = sum_j w[t, j] * out[row of slot (t, j)], in F32, per token (deterministic).
+#include "kernels/cuda/moe_cuda_options.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace qlm {
+namespace {
+
+// WNA16 experts run grouped on the tensor-core kernel up to this many rows per expert on average (its tiles are up to
+// 32 rows; above 32 an expert's weights are read once per tile).
+constexpr int64_t kMoeMmaGroupedRowsPerExpert = 64;
+
+std::atomic<int> g_grouped_kernel{-1};  // set_moe_wna16_grouped; -1: not set
+std::atomic<int64_t> g_mma_max_rows{0};
+
+MoeWna16Grouped env_grouped_kernel() {
+  const char* e = std::getenv("QLM_MOE_WNA16");
+  if (e && !std::strcmp(e, "gemv")) return MoeWna16Grouped::Gemv;
+  if (e && !std::strcmp(e, "mma")) return MoeWna16Grouped::Mma;
+  return MoeWna16Grouped::Auto;
+}
+
+}  // namespace
+
+void set_moe_wna16_grouped(MoeWna16Grouped kernel) { g_grouped_kernel.store(static_cast<int>(kernel)); }
+
+MoeWna16Grouped moe_wna16_grouped() {
+  static const MoeWna16Grouped from_env = env_grouped_kernel();
+  const int forced = g_grouped_kernel.load();
+  return forced > 0 ? static_cast<MoeWna16Grouped>(forced) : from_env;
+}
+
+void set_moe_mma_max_rows(int64_t rows) { g_mma_max_rows.store(rows); }
+
+int64_t moe_mma_max_rows() {
+  static const int64_t from_env = [] {
+    const char* e = std::getenv("QLM_MOE_MMA_MAX_ROWS");
+    return e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0};
+  }();
+  const int64_t forced = g_mma_max_rows.load();
+  return forced > 0 ? forced : from_env > 0 ? from_env : kMoeMmaGroupedRowsPerExpert;
+}
+
+}  // namespace qlm
+
 #ifdef QLM_WITH_CUDA
 #include <algorithm>
 #include <cstring>
@@ -23,6 +72,7 @@
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_device.h"
+#include "kernels/cuda/wna16_layout.h"
 #include "kernels/moe_kernel.h"
 #include "runtime/ops/cuda/device_ops.h"
 #include "runtime/ops/cuda/elem_type.h"
@@ -31,7 +81,7 @@
 namespace qlm {
 namespace {
 
-// WNA16 experts run grouped up to this many rows (slots) per expert on average.
+// WNA16 experts run grouped on the CUDA-core GEMV up to this many rows (slots) per expert on average.
 constexpr int64_t kGroupedRowsPerExpert = 32;
 
 std::optional<std::string> can_implement(const MoEKernelConfig& c) {
@@ -61,6 +111,7 @@ struct GroupedProjection {
   Tensor table;  // Wna16DeviceWeights[E] on the device (bytes); undefined when the widths differ
   int bits = 0;
   int64_t N = 0, N_pad = 0, max_rows = 0, max_chunks = 0;
+  bool groups_in_quads = true;  // every expert's (cuda_wna16_groups_in_quads): the tensor-core kernel can run it
 };
 
 GroupedProjection group_projection(const std::vector<const WNA16Weights*>& weights, Device device) {
@@ -68,7 +119,9 @@ GroupedProjection group_projection(const std::vector<const WNA16Weights*>& weigh
   std::vector<uint8_t> bytes(weights.size() * sizeof(cuda::Wna16DeviceWeights));
   bool same_bits = true;
   for (size_t e = 0; e < weights.size(); ++e) {
-    g.experts.push_back(upload_wna16_layout(pack_cuda_wna16(*weights[e]), device));
+    const CudaWna16Layout layout = pack_cuda_wna16(*weights[e]);
+    g.groups_in_quads = g.groups_in_quads && cuda_wna16_groups_in_quads(layout);
+    g.experts.push_back(upload_wna16_layout(layout, device));
     const cuda::Wna16DeviceWeights& v = g.experts.back().view;
     if (e == 0) g.bits = v.bits, g.N = v.N, g.N_pad = v.N_pad;
     QLM_CHECK(v.N == g.N && v.N_pad == g.N_pad);
@@ -94,6 +147,18 @@ std::pair<int, int64_t> plan_splits(const GroupedProjection& p, int64_t tiles, i
   return {static_cast<int>(splits), std::max<int64_t>(cpw, 1)};
 }
 
+// The same for the tensor-core kernel: about 8 blocks (of 4 warps) per SM, every split at least 16 chunks (a multiple
+// of 16: the kernel's loads in flight); returns {splits, chunks per split}.
+std::pair<int, int64_t> plan_mma_splits(const GroupedProjection& p, int64_t tiles, int sm_count) {
+  const int64_t col_blocks = (p.N_pad + cuda::kMoeMmaColumns - 1) / cuda::kMoeMmaColumns;
+  const int64_t target = std::max(1, sm_count) * int64_t{8};
+  const int64_t max_splits = std::max<int64_t>(1, p.max_chunks / 16);
+  const int64_t splits =
+      std::clamp<int64_t>((target + col_blocks * tiles - 1) / (col_blocks * tiles), 1, std::min<int64_t>(max_splits, 64));
+  const int64_t cps = ((p.max_chunks + splits - 1) / splits + 15) / 16 * 16;
+  return {static_cast<int>((p.max_chunks + cps - 1) / cps), cps};
+}
+
 class CudaGroupedMoE final : public MoEKernel {
  public:
   explicit CudaGroupedMoE(const MoEKernelConfig& cfg) : cfg_(cfg) {}
@@ -117,6 +182,9 @@ class CudaGroupedMoE final : public MoEKernel {
       w13_ = group_projection(w13, cfg_.device);
       w2_ = group_projection(w2, cfg_.device);
       grouped_ = w13_.table.defined() && w2_.table.defined();
+      mma_ok_ = grouped_ && cfg_.capability >= 80 && (cfg_.act_dtype == DType::BF16 || cfg_.act_dtype == DType::F16) &&
+                w13_.bits == 4 && w2_.bits == 4 && w13_.groups_in_quads && w2_.groups_in_quads &&
+                w13_.max_rows % 8 == 0 && w2_.max_rows % 8 == 0;
     }
     for (MoEExpertOps& e : experts) e.w13_wna16 = e.w2_wna16 = nullptr;  // valid during prepare() only
     experts_ = std::move(experts);
@@ -131,9 +199,17 @@ class CudaGroupedMoE final : public MoEKernel {
     const int64_t E = cfg_.num_experts, R = tokens * cfg_.top_k;
     if (!own_wna16_) return "its experts are not all weight-only integer: they run one by one after the expert counts are read on the host";
     if (!grouped_) return "its experts differ in bit width: they run one by one after the expert counts are read on the host";
-    if (R > kGroupedRowsPerExpert * E || (R + tile_m_for(R) - 1) / tile_m_for(R) + E > 65535)
+    if (!plan(tokens).grouped)
       return fmt::format("{} routed rows for {} experts run one by one after the expert counts are read on the host", R, E);
     return "";
+  }
+
+  std::string experts_path(int64_t tokens) const override {
+    if (!own_wna16_) return "per expert";
+    const GroupedPlan p = plan(tokens);
+    if (!p.grouped) return "per expert, own WNA16 layout";
+    if (p.mma) return fmt::format("grouped WNA16, tensor cores ({}-row tiles)", p.tile_m);
+    return "grouped WNA16, CUDA-core GEMV";
   }
 
   Tensor run_device(const Tensor& x, const Tensor& logits) const override {
@@ -155,13 +231,13 @@ class CudaGroupedMoE final : public MoEKernel {
              .slot_row = Tensor::empty({R}, DType::I32, dev),
              .weights = weights,
              .tile_m = 1};
-    const bool grouped = grouped_ && R <= kGroupedRowsPerExpert * E;
-    if (grouped) r.tile_m = tile_m_for(R);
+    const GroupedPlan pl = plan(T);
+    if (pl.grouped) r.tile_m = pl.tile_m;
     QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
                                              r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
                                              r.slot_row.data<int32_t>(), ctx.stream));
-    if (grouped && (R + r.tile_m - 1) / r.tile_m + E <= 65535) {
-      run_grouped(x, r, y, ctx);
+    if (pl.grouped) {
+      run_grouped(x, r, pl.mma, y, ctx);
     } else {
       run_per_expert(x, r, y, ctx);
     }
@@ -169,10 +245,24 @@ class CudaGroupedMoE final : public MoEKernel {
   }
 
  private:
-  // Rows per tile of the grouped launch for R routed rows: about the rows one expert gets.
-  int64_t tile_m_for(int64_t R) const {
-    const int64_t avg = (R + cfg_.num_experts - 1) / cfg_.num_experts;
-    return avg <= 1 ? 1 : avg <= 2 ? 2 : avg <= 4 ? 4 : 8;
+  struct GroupedPlan {
+    bool grouped = false;  // one launch per projection for every expert (else: per expert)
+    bool mma = false;      // ... on the tensor-core kernel (else: the CUDA-core GEMV)
+    int64_t tile_m = 1;    // rows per tile
+  };
+
+  // How `tokens` tokens run: grouped while the experts get few rows on average (the GEMV up to
+  // kGroupedRowsPerExpert, the tensor-core kernel up to moe_mma_max_rows()), with tiles of about the rows one
+  // expert gets; the grid's tiles within 65535.
+  GroupedPlan plan(int64_t tokens) const {
+    const int64_t E = cfg_.num_experts, R = tokens * cfg_.top_k;
+    if (!grouped_) return {};
+    const bool mma = mma_ok_ && moe_wna16_grouped() != MoeWna16Grouped::Gemv;
+    if (R > (mma ? moe_mma_max_rows() : kGroupedRowsPerExpert) * E) return {};
+    const int64_t avg = (R + E - 1) / E;
+    const int64_t tile_m = mma ? (avg <= 8 ? 8 : avg <= 16 ? 16 : 32) : (avg <= 1 ? 1 : avg <= 2 ? 2 : avg <= 4 ? 4 : 8);
+    if ((R + tile_m - 1) / tile_m + E > 65535) return {};
+    return {true, mma, tile_m};
   }
 
   // The routing on the device (launch_moe_align's outputs).
@@ -181,12 +271,13 @@ class CudaGroupedMoE final : public MoEKernel {
     int64_t tile_m = 1;
   };
 
-  void run_grouped(const Tensor& x, const Routed& r, Tensor& y, cuda::Context& ctx) const {
+  void run_grouped(const Tensor& x, const Routed& r, bool mma, Tensor& y, cuda::Context& ctx) const {
     const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;
     const int64_t I_p = cfg_.intermediate_per_partition;
     const Device dev = cfg_.device;
     const int64_t max_tiles = (R + r.tile_m - 1) / r.tile_m + E;
-    const int64_t tiles = (R + r.tile_m - 1) / r.tile_m;  // expected: one partial tile per active expert more
+    // Expected tiles: the GEMV's plan counts the whole tiles, the tensor-core kernel's one per active expert more.
+    const int64_t tiles = mma ? std::min(R, E) + R / r.tile_m : (R + r.tile_m - 1) / r.tile_m;
     auto experts = [&](const GroupedProjection& p) {
       return cuda::MoeWna16Experts{.table = reinterpret_cast<const cuda::Wna16DeviceWeights*>(p.table.raw_data()),
                                    .num_experts = static_cast<int>(E),
@@ -197,21 +288,32 @@ class CudaGroupedMoE final : public MoEKernel {
     };
     const cuda::MoeWna16Experts e13 = experts(w13_), e2 = experts(w2_);
     QLM_CHECK(w13_.N == 2 * I_p && w2_.N == H);
-    Tensor xf = Tensor::empty({R, w13_.max_rows}, DType::F32, dev);
+    // The GEMMs' inputs: F32 in packed-row order (GEMV) or the act dtype in the MMA order (moe_wna16_kernels.h).
+    const DType in_dtype = mma ? cfg_.act_dtype : DType::F32;
+    const cuda::Wna16Act in_type = wna16_act(in_dtype);
+    auto gemm = [&](const GroupedProjection& p, const cuda::MoeWna16Experts& ex, const Tensor& in, Tensor* partial) {
+      const auto [splits, per] = mma ? plan_mma_splits(p, tiles, ctx.sm_count) : plan_splits(p, tiles, ctx.sm_count);
+      *partial = Tensor::empty({splits, R, p.N}, DType::F32, dev);
+      if (mma) {
+        QLM_CUDA_CHECK(cuda::launch_moe_wna16_mma(ex, in_type, p.N, p.N_pad, max_tiles, in.raw_data(), p.max_rows,
+                                                  splits, per, partial->data<float>(), ctx.stream));
+      } else {
+        QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(ex, p.bits, p.N, p.N_pad, max_tiles, in.data<float>(), p.max_rows,
+                                                   splits, per, partial->data<float>(), ctx.stream));
+      }
+      return splits;
+    };
+    Tensor xin = Tensor::empty({R, w13_.max_rows}, in_dtype, dev);
     QLM_CUDA_CHECK(cuda::launch_moe_wna16_gather(x.raw_data(), wna16_act(cfg_.act_dtype), H,
-                                                 r.row_token.data<int32_t>(), e13, w13_.max_rows, xf.data<float>(),
-                                                 ctx.stream));
-    const auto [s13, cpw13] = plan_splits(w13_, tiles, ctx.sm_count);
-    Tensor p13 = Tensor::empty({s13, R, 2 * I_p}, DType::F32, dev);
-    QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(e13, w13_.bits, w13_.N, w13_.N_pad, max_tiles, xf.data<float>(),
-                                               w13_.max_rows, s13, cpw13, p13.data<float>(), ctx.stream));
-    Tensor af = Tensor::empty({R, w2_.max_rows}, DType::F32, dev);
-    QLM_CUDA_CHECK(cuda::launch_moe_wna16_silu_gather(p13.data<float>(), s13, I_p, e2, w2_.max_rows, af.data<float>(),
-                                                      ctx.stream));
-    const auto [s2, cpw2] = plan_splits(w2_, tiles, ctx.sm_count);
-    Tensor p2 = Tensor::empty({s2, R, H}, DType::F32, dev);
-    QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(e2, w2_.bits, w2_.N, w2_.N_pad, max_tiles, af.data<float>(),
-                                               w2_.max_rows, s2, cpw2, p2.data<float>(), ctx.stream));
+                                                 r.row_token.data<int32_t>(), e13, w13_.max_rows, in_type,
+                                                 xin.raw_data(), ctx.stream));
+    Tensor p13;
+    const int s13 = gemm(w13_, e13, xin, &p13);
+    Tensor ain = Tensor::empty({R, w2_.max_rows}, in_dtype, dev);
+    QLM_CUDA_CHECK(cuda::launch_moe_wna16_silu_gather(p13.data<float>(), s13, I_p, e2, w2_.max_rows, in_type,
+                                                      ain.raw_data(), ctx.stream));
+    Tensor p2;
+    const int s2 = gemm(w2_, e2, ain, &p2);
     QLM_CUDA_CHECK(ops::cu::launch_moe_combine(p2.data<float>(), ops::cu::ElemType::F32, s2, R,
                                                r.slot_row.data<int32_t>(), r.weights.data<float>(), T, k, H,
                                                y.data<float>(), ctx.stream));
@@ -264,6 +366,7 @@ class CudaGroupedMoE final : public MoEKernel {
   std::vector<MoEExpertOps> experts_;
   bool own_wna16_ = false;  // WNA16 experts: w13_ / w2_ hold their only copy on the device
   bool grouped_ = false;    // ... with one bit width per projection: the grouped launch can run them
+  bool mma_ok_ = false;     // ... and the tensor-core kernel can (4-bit, groups in quads, BF16 / F16, sm >= 80)
   GroupedProjection w13_, w2_;
 };
 

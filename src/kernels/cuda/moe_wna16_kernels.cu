@@ -2,25 +2,16 @@
 // the `cuda_wna16` split-K GEMV (wna16_kernels.cu) with the expert and its row tile looked up per
 // block, and the same dequantization (wna16_dequant.cuh).
 #include "kernels/cuda/moe_wna16_kernels.h"
+
+#include <type_traits>
+
+#include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/wna16_dequant.cuh"
 
 namespace qlm::cuda {
 namespace {
 
 using namespace wna16;
-
-// The largest e in [0, n) with bounds[e] <= value (bounds non-decreasing, bounds[n] > value).
-__device__ __forceinline__ int find_expert(const int32_t* bounds, int n, int64_t value) {
-  int lo = 0, hi = n;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (__ldg(bounds + mid) <= value)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
 
 // The gather kernels' grid: x = expert rows (up to 2^31 - 1), y = chunks of kGatherColumns columns of the row, one
 // column per thread. (One block per row looped over the row: at one token that was 2 blocks on the whole GPU, and
@@ -35,16 +26,32 @@ bool gather_grid(int64_t rows_total, int64_t stride, dim3* grid) {
   return true;
 }
 
-template <typename T>
+// Output element j of a row: packed row j (F32 output, the GEMV's order) or, for the tensor-core GEMM's 16-bit
+// output, packed row 8c + (0, 4, 1, 5, 2, 6, 3, 7)[i] at j = 8c + i (moe_wna16_kernels.h).
+template <typename O>
+__device__ __forceinline__ int64_t packed_row_of(int64_t j) {
+  if constexpr (std::is_same_v<O, float>) return j;
+  return (j & ~int64_t{7}) | ((j >> 1) & 3) | ((j & 1) << 2);
+}
+
+template <typename O>
+__device__ __forceinline__ O from_f32(float v) {
+  if constexpr (std::is_same_v<O, float>) return v;
+  else if constexpr (std::is_same_v<O, __half>) return __float2half_rn(v);
+  else return __float2bfloat16_rn(v);
+}
+
+template <typename T, typename O>
 __global__ void __launch_bounds__(kGatherColumns)
     gather_kernel(const T* __restrict__ x, int64_t K, const int32_t* __restrict__ row_token, MoeWna16Experts ex,
-                  int64_t stride, float* __restrict__ xf) {
+                  int64_t stride, O* __restrict__ xf) {
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
   const int e = find_expert(ex.offsets, ex.num_experts, r);
-  const int32_t src = j < ex.table[e].rows ? __ldg(ex.table[e].row_source + j) : -1;
-  xf[r * stride + j] = src >= 0 ? to_f32(x[int64_t{row_token[r]} * K + src]) : 0.0f;
+  const int64_t row = packed_row_of<O>(j);
+  const int32_t src = row < ex.table[e].rows ? __ldg(ex.table[e].row_source + row) : -1;
+  xf[r * stride + j] = from_f32<O>(src >= 0 ? to_f32(x[int64_t{row_token[r]} * K + src]) : 0.0f);
 }
 
 // One block: 128 columns of one tile of up to MT rows of one expert, one K split. Lanes own 4
@@ -82,14 +89,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
 // Sums the K splits of the gate and up halves in split order (the same order for every grid), applies SiLU(g) * u and
 // gathers the result into w2's input order.
+template <typename O>
 __global__ void __launch_bounds__(kGatherColumns)
     silu_gather_kernel(const float* __restrict__ partial, int splits, int64_t width, MoeWna16Experts ex, int64_t stride,
-                       float* __restrict__ af) {
+                       O* __restrict__ af) {
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
   const int e = find_expert(ex.offsets, ex.num_experts, r);
-  const int32_t src = j < ex.table[e].rows ? __ldg(ex.table[e].row_source + j) : -1;
+  const int64_t row = packed_row_of<O>(j);
+  const int32_t src = row < ex.table[e].rows ? __ldg(ex.table[e].row_source + row) : -1;
   float v = 0.0f;
   if (src >= 0) {
     const int64_t split_stride = ex.rows_total * 2 * width;
@@ -101,7 +110,7 @@ __global__ void __launch_bounds__(kGatherColumns)
     }
     v = g / (1.0f + expf(-g)) * u;
   }
-  af[r * stride + j] = v;
+  af[r * stride + j] = from_f32<O>(v);
 }
 
 template <int BITS, int MT>
@@ -125,23 +134,41 @@ cudaError_t gemm_bits(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64
   }
 }
 
+template <typename T>
+void gather_to(Wna16Act out, dim3 grid, const T* x, int64_t K, const int32_t* row_token, const MoeWna16Experts& ex,
+               int64_t stride, void* xout, cudaStream_t stream) {
+  switch (out) {
+    case Wna16Act::F32:
+      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride, static_cast<float*>(xout));
+      break;
+    case Wna16Act::F16:
+      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride, static_cast<__half*>(xout));
+      break;
+    case Wna16Act::BF16:
+      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride,
+                                                         static_cast<__nv_bfloat16*>(xout));
+      break;
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, const int32_t* row_token,
-                                    const MoeWna16Experts& ex, int64_t stride, float* xf, cudaStream_t stream) {
+                                    const MoeWna16Experts& ex, int64_t stride, Wna16Act out, void* xout,
+                                    cudaStream_t stream) {
   if (ex.rows_total == 0) return cudaSuccess;
   dim3 grid;
-  if (!gather_grid(ex.rows_total, stride, &grid)) return cudaErrorInvalidValue;
+  if (!gather_grid(ex.rows_total, stride, &grid) || (out != Wna16Act::F32 && stride % 8 != 0))
+    return cudaErrorInvalidValue;
   switch (act) {
     case Wna16Act::F32:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const float*>(x), K, row_token, ex, stride, xf);
+      gather_to(out, grid, static_cast<const float*>(x), K, row_token, ex, stride, xout, stream);
       break;
     case Wna16Act::F16:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const __half*>(x), K, row_token, ex, stride, xf);
+      gather_to(out, grid, static_cast<const __half*>(x), K, row_token, ex, stride, xout, stream);
       break;
     case Wna16Act::BF16:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), K, row_token, ex, stride,
-                                                         xf);
+      gather_to(out, grid, static_cast<const __nv_bfloat16*>(x), K, row_token, ex, stride, xout, stream);
       break;
   }
   return cudaGetLastError();
@@ -162,11 +189,25 @@ cudaError_t launch_moe_wna16_gemm(const MoeWna16Experts& ex, int bits, int64_t N
 }
 
 cudaError_t launch_moe_wna16_silu_gather(const float* partial, int splits, int64_t width, const MoeWna16Experts& w2,
-                                         int64_t stride, float* af, cudaStream_t stream) {
+                                         int64_t stride, Wna16Act out, void* af, cudaStream_t stream) {
   if (w2.rows_total == 0) return cudaSuccess;
   dim3 grid;
-  if (splits < 1 || !gather_grid(w2.rows_total, stride, &grid)) return cudaErrorInvalidValue;
-  silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride, af);
+  if (splits < 1 || !gather_grid(w2.rows_total, stride, &grid) || (out != Wna16Act::F32 && stride % 8 != 0))
+    return cudaErrorInvalidValue;
+  switch (out) {
+    case Wna16Act::F32:
+      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
+                                                              static_cast<float*>(af));
+      break;
+    case Wna16Act::F16:
+      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
+                                                              static_cast<__half*>(af));
+      break;
+    case Wna16Act::BF16:
+      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
+                                                              static_cast<__nv_bfloat16*>(af));
+      break;
+  }
   return cudaGetLastError();
 }
 

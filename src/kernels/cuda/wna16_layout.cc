@@ -97,4 +97,12 @@ CudaWna16Layout pack_cuda_wna16(const WNA16Weights& w) {
   return L;
 }
 
+bool cuda_wna16_groups_in_quads(const CudaWna16Layout& layout) {
+  if (layout.chunks % 4 != 0) return false;
+  for (int64_t c = 0; c < layout.chunks; c += 4)
+    for (int64_t i = 1; i < 4; ++i)
+      if (layout.chunk_group[static_cast<size_t>(c + i)] != layout.chunk_group[static_cast<size_t>(c)]) return false;
+  return true;
+}
+
 }  // namespace qlm

@@ -48,6 +48,12 @@ struct CudaWna16Layout {
 // Repacks standard-form weights (checked first; throws kernel.weights naming the bad tensor).
 CudaWna16Layout pack_cuda_wna16(const WNA16Weights& w);
 
+// True when the chunks come in whole aligned quads (chunks % 4 == 0) and every quad lies in one group: the tensor-core
+// MoE GEMM (launch_moe_wna16_mma) applies a group's scales once per quad of chunks. Holds for 4-bit weights whose
+// every group has a multiple of 32 rows (with or without act-order), e.g. group sizes 32 / 64 / 128, or one group
+// over a K that is a multiple of 32.
+bool cuda_wna16_groups_in_quads(const CudaWna16Layout& layout);
+
 // Code of packed row j, column n (for tests and host-side checks).
 uint32_t cuda_wna16_code(const CudaWna16Layout& layout, int64_t j, int64_t n);
 
