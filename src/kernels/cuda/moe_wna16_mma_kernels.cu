@@ -16,6 +16,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/moe_cuda_options.h"
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -47,51 +49,69 @@ __device__ __forceinline__ uint32_t sub_pair(uint32_t a, uint32_t b) {
   return r;
 }
 
-// NT: 8-row MMA tiles per block (tile_m = 8 NT).
-template <bool BF16, int NT>
-__global__ void __launch_bounds__(kWarps * 32)
-    mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
-               float* __restrict__ partial) {
-  const int64_t tile = blockIdx.y;
-  if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return;  // uniform: the whole block leaves
-  const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
-  const int64_t r0 = __ldg(ex.offsets + e) + (tile - __ldg(ex.tile_offsets + e)) * (8 * NT);
-  const int nrows = static_cast<int>(min(int64_t{8 * NT}, __ldg(ex.offsets + e + 1) - r0));
-  const Wna16DeviceWeights w = ex.table[e];  // by value: registers, not reloads
-  const int64_t N_pad = w.N_pad;
+// The block's row tile, the lane's columns and K range (the same for both kernels below).
+template <int NT>
+struct TileSetup {
+  Wna16DeviceWeights w;  // by value: registers, not reloads
+  int64_t r0;            // first row of the tile
+  int nrows;             // rows of the tile (<= 8 NT)
+  int g, t;              // lane / 4, lane % 4
+  int64_t col;           // the lane's first column (4 of them)
+  bool col_ok;           // col < N_pad (N_pad is a multiple of 8: all 4 columns in or all out)
+  int64_t quads;         // N_pad / 4
+  const uint4* codes;    // the lane's code vector of chunk 0; chunk c at + c * quads
+  int64_t c_begin, c_end;
+  const uint4* xrow[NT];  // the B operand: row 8 nt + g of the tile, chunk c at + c
+  bool xok[NT];           // ... is a row of the tile (zeros past them)
 
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t col = blockIdx.x * int64_t{kMoeMmaColumns} + (threadIdx.x >> 5) * 32 + 4 * g;
-  const bool col_ok = col < N_pad;  // N_pad is a multiple of 8: a lane's 4 columns are all in or all out
-  const int64_t quads = N_pad / 4;
-  const uint4* codes = reinterpret_cast<const uint4*>(w.codes) + col / 4;
-  const int64_t c_begin = blockIdx.z * cps;
-  const int64_t c_end = min(c_begin + cps, w.chunks);
-
-  // The B operand: row 8 nt + g of the tile (zeros past the tile's rows).
-  const uint4* xrow[NT];
-  bool xok[NT];
+  // False where the block's tile is past the last one (the whole block leaves).
+  __device__ __forceinline__ bool init(const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t cps) {
+    const int64_t tile = blockIdx.y;
+    if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return false;
+    const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
+    r0 = __ldg(ex.offsets + e) + (tile - __ldg(ex.tile_offsets + e)) * (8 * NT);
+    nrows = static_cast<int>(min(int64_t{8 * NT}, __ldg(ex.offsets + e + 1) - r0));
+    w = ex.table[e];
+    const int lane = threadIdx.x & 31;
+    g = lane >> 2;
+    t = lane & 3;
+    col = blockIdx.x * int64_t{kMoeMmaColumns} + (threadIdx.x >> 5) * 32 + 4 * g;
+    col_ok = col < w.N_pad;
+    quads = w.N_pad / 4;
+    codes = reinterpret_cast<const uint4*>(w.codes) + col / 4;
+    c_begin = blockIdx.z * cps;
+    c_end = min(c_begin + cps, w.chunks);
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    xok[nt] = 8 * nt + g < nrows;
-    xrow[nt] = reinterpret_cast<const uint4*>(xb + (r0 + (xok[nt] ? 8 * nt + g : 0)) * stride);
+    for (int nt = 0; nt < NT; ++nt) {
+      xok[nt] = 8 * nt + g < nrows;
+      xrow[nt] = reinterpret_cast<const uint4*>(xb + (r0 + (xok[nt] ? 8 * nt + g : 0)) * stride);
+    }
+    return true;
   }
+};
 
+// A lane's accumulators: acc (scaled) and gacc (the current group's MMAs on code - zero), both [nt][p][4]:
+// columns col + 2p (elements 0, 1) and col + 2p + 1 (2, 3) of rows 8 nt + 2t (0, 2) and + 1 (1, 3).
+template <bool BF16, int NT>
+struct Accumulators {
   float acc[NT][2][4], gacc[NT][2][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int p = 0; p < 2; ++p)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][p][i] = gacc[nt][p][i] = 0.0f;
-
   uint32_t zz[4];  // base + zero of the lane's 4 columns in the current group
   int g_cur = -1;
-  auto end_group = [&]() {
-    const float4 s = col_ok ? __ldg(reinterpret_cast<const float4*>(w.scales + g_cur * N_pad + col))
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float sc[4] = {s.x, s.y, s.z, s.w};
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][p][i] = gacc[nt][p][i] = 0.0f;
+  }
+
+  // Adds the current group's sums times its F32 scales to acc and clears them.
+  __device__ __forceinline__ void end_group(const TileSetup<NT>& s) {
+    const float4 v = s.col_ok ? __ldg(reinterpret_cast<const float4*>(s.w.scales + g_cur * s.w.N_pad + s.col))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float sc[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -102,79 +122,179 @@ __global__ void __launch_bounds__(kWarps * 32)
         acc[nt][p][3] = fmaf(sc[2 * p + 1], gacc[nt][p][3], acc[nt][p][3]);
         gacc[nt][p][0] = gacc[nt][p][1] = gacc[nt][p][2] = gacc[nt][p][3] = 0.0f;
       }
-  };
-  auto begin_group = [&](int grp) {
+  }
+
+  __device__ __forceinline__ void begin_group(const TileSetup<NT>& s, int grp) {
     g_cur = grp;
     uint32_t zv = 0;
-    if (w.zeros != nullptr && col_ok) zv = __ldg(reinterpret_cast<const uint32_t*>(w.zeros + grp * N_pad + col));
+    if (s.w.zeros != nullptr && s.col_ok)
+      zv = __ldg(reinterpret_cast<const uint32_t*>(s.w.zeros + grp * s.w.N_pad + s.col));
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      zz[j] = base_zero_pair<BF16>(w.zeros != nullptr ? static_cast<int>((zv >> (8 * j)) & 0xFFu) : w.implied_zero);
-  };
+      zz[j] = base_zero_pair<BF16>(s.w.zeros != nullptr ? static_cast<int>((zv >> (8 * j)) & 0xFFu) : s.w.implied_zero);
+  }
 
+  // One step (4 chunks) whose chunks are in group grp: the lane's code vector q and B vectors xv.
+  __device__ __forceinline__ void step(const TileSetup<NT>& s, int grp, const uint4& q, const uint4 (&xv)[NT]) {
+    if (grp != g_cur) {  // uniform across the warp
+      if (g_cur >= 0) end_group(s);
+      begin_group(s, grp);
+    }
+    constexpr uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const uint32_t wa = word_of(q, 2 * p), wb = word_of(q, 2 * p + 1);
+        const uint32_t a[4] = {sub_pair<BF16>(lop_and_or(wa >> (8 * h), 0x000F000Fu, kMagic), zz[2 * p]),
+                               sub_pair<BF16>(lop_and_or(wb >> (8 * h), 0x000F000Fu, kMagic), zz[2 * p + 1]),
+                               sub_pair<BF16>(lop_and_or(wa >> (8 * h + 4), 0x000F000Fu, kMagic), zz[2 * p]),
+                               sub_pair<BF16>(lop_and_or(wb >> (8 * h + 4), 0x000F000Fu, kMagic), zz[2 * p + 1])};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mma16816<BF16>(gacc[nt][p], a, word_of(xv[nt], 2 * h), word_of(xv[nt], 2 * h + 1));
+      }
+  }
+
+  __device__ __forceinline__ void finish_and_store(const TileSetup<NT>& s, const MoeWna16Experts& ex, int64_t N,
+                                                   float* partial) {
+    if (g_cur >= 0) end_group(s);
+    if (!s.col_ok) return;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int m = 8 * nt + 2 * s.t + i;
+        if (m >= s.nrows) continue;
+        float* out = partial + (blockIdx.z * ex.rows_total + s.r0 + m) * N + s.col;
+        const float v[4] = {acc[nt][0][i], acc[nt][0][2 + i], acc[nt][1][i], acc[nt][1][2 + i]};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (s.col + j < N) out[j] = v[j];
+      }
+  }
+};
+
+// Loads in registers: kStepsInFlight steps' code vectors issued before the first is used (activations loaded per
+// step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT).
+template <bool BF16, int NT>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
+               float* __restrict__ partial) {
+  TileSetup<NT> s;
+  if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
+  Accumulators<BF16, NT> a;
+  a.clear();
   const uint64_t policy = evict_first_policy();
-  constexpr uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;
-  for (int64_t c0 = c_begin; c0 < c_end; c0 += 4 * kStepsInFlight) {
+  for (int64_t c0 = s.c_begin; c0 < s.c_end; c0 += 4 * kStepsInFlight) {
     uint4 qv[kStepsInFlight];
     int grp[kStepsInFlight];
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u) {
       const int64_t c = c0 + 4 * u;
-      const bool ok = c < c_end;
-      qv[u] = ok && col_ok ? ld_stream(codes + (c + t) * quads, policy) : make_uint4(0u, 0u, 0u, 0u);
-      grp[u] = ok ? __ldg(w.chunk_group + c) : -1;
+      const bool ok = c < s.c_end;
+      qv[u] = ok && s.col_ok ? ld_stream(s.codes + (c + s.t) * s.quads, policy) : make_uint4(0u, 0u, 0u, 0u);
+      grp[u] = ok ? __ldg(s.w.chunk_group + c) : -1;
     }
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u) {
       const int64_t c = c0 + 4 * u;
-      if (c >= c_end) break;  // uniform across the block
-      if (grp[u] != g_cur) {
-        if (g_cur >= 0) end_group();
-        begin_group(grp[u]);
-      }
+      if (c >= s.c_end) break;  // uniform across the block
       uint4 xv[NT];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) xv[nt] = xok[nt] ? __ldg(xrow[nt] + c + t) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-      for (int s = 0; s < 2; ++s)
-#pragma unroll
-        for (int p = 0; p < 2; ++p) {
-          const uint32_t wa = word_of(qv[u], 2 * p), wb = word_of(qv[u], 2 * p + 1);
-          const uint32_t a[4] = {sub_pair<BF16>(lop_and_or(wa >> (8 * s), 0x000F000Fu, kMagic), zz[2 * p]),
-                                 sub_pair<BF16>(lop_and_or(wb >> (8 * s), 0x000F000Fu, kMagic), zz[2 * p + 1]),
-                                 sub_pair<BF16>(lop_and_or(wa >> (8 * s + 4), 0x000F000Fu, kMagic), zz[2 * p]),
-                                 sub_pair<BF16>(lop_and_or(wb >> (8 * s + 4), 0x000F000Fu, kMagic), zz[2 * p + 1])};
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            mma16816<BF16>(gacc[nt][p], a, word_of(xv[nt], 2 * s), word_of(xv[nt], 2 * s + 1));
-        }
+      for (int nt = 0; nt < NT; ++nt)
+        xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
+      a.step(s, grp[u], qv[u], xv);
     }
   }
-  if (g_cur >= 0) end_group();
+  a.finish_and_store(s, ex, N, partial);
+}
 
-  // acc[nt][p]: columns col + 2p (elements 0, 1) and col + 2p + 1 (2, 3) of rows 8 nt + 2t (0, 2) and + 1 (1, 3).
-  if (!col_ok) return;
+// Loads through a per-warp ring of shared memory (cp.async, kRingStages<NT> steps deep): each lane copies its own
+// code vector, its NT activation vectors and its chunk's group into its own slots and reads them back after its
+// own wait, so no barrier is needed and no register holds a load in flight.
+template <int NT>
+constexpr int kRingStages = NT == 1 ? 8 : NT == 2 ? 6 : 4;
+template <int NT>
+constexpr int kRingStageVecs = 32 * (1 + NT) + 8;  // uint4 per warp and stage: codes, x [NT], groups (32 x 4 bytes)
+template <int NT>
+constexpr size_t kRingBytes = size_t{kWarps} * kRingStages<NT> * kRingStageVecs<NT> * 16;
+
+template <bool BF16, int NT>
+__global__ void __launch_bounds__(kWarps * 32)
+    ring_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
+                float* __restrict__ partial) {
+  extern __shared__ uint4 ring_smem[];
+  constexpr int S = kRingStages<NT>, V = kRingStageVecs<NT>;
+  TileSetup<NT> s;
+  if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
+  Accumulators<BF16, NT> a;
+  a.clear();
+  const int lane = threadIdx.x & 31;
+  const uint4* ring = ring_smem + (threadIdx.x >> 5) * S * V;
+  const int steps = static_cast<int>(max(int64_t{0}, (s.c_end - s.c_begin + 3) / 4));
+  const uint64_t policy = evict_first_policy();
+  // The copy stream: pointers and the slot of the next step to issue, advanced per step (no multiplications).
+  const uint4* code_p = s.codes + (s.c_begin + s.t) * s.quads;
+  const int64_t code_step = 4 * s.quads;
+  const uint4* x_p[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
+  for (int nt = 0; nt < NT; ++nt) x_p[nt] = s.xrow[nt] + s.c_begin + s.t;
+  const int32_t* grp_p = s.w.chunk_group + s.c_begin;
+  const uint32_t lane_code = smem_u32(ring + lane);
+  const uint32_t lane_grp = smem_u32(reinterpret_cast<const int*>(ring + 32 * (1 + NT)) + lane);
+  constexpr uint32_t kStageBytes = V * 16, kRingBytesPerWarp = S * V * 16;
+  int issued = 0;
+  uint32_t issue_off = 0;
+  auto issue = [&]() {
+    if (issued < steps) {
+      cp16_zfill_hint(lane_code + issue_off, s.col_ok ? code_p : s.codes, s.col_ok, policy);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int m = 8 * nt + 2 * t + i;
-      if (m >= nrows) continue;
-      float* out = partial + (blockIdx.z * ex.rows_total + r0 + m) * N + col;
-      const float v[4] = {acc[nt][0][i], acc[nt][0][2 + i], acc[nt][1][i], acc[nt][1][2 + i]};
+      for (int nt = 0; nt < NT; ++nt) cp16_l1_zfill(lane_code + issue_off + 512 * (1 + nt), x_p[nt], s.xok[nt]);
+      cp4_l1(lane_grp + issue_off, grp_p);
+      code_p += code_step;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (col + j < N) out[j] = v[j];
+      for (int nt = 0; nt < NT; ++nt) x_p[nt] += 4;
+      grp_p += 4;
     }
+    ++issued;
+    issue_off = issue_off + kStageBytes == kRingBytesPerWarp ? 0 : issue_off + kStageBytes;
+    cp_commit();  // empty groups too: the wait below counts groups
+  };
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue();
+  const uint4* rd = ring + lane;
+  const uint4* const ring_end = ring + S * V;
+  for (int i = 0; i < steps; ++i) {
+    cp_wait<S - 2>();  // step i's copies are in (this lane's: the lane reads only its own slots)
+    issue();           // into the slot read in step i - 1 (its values are in registers and used)
+    uint4 xv[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) xv[nt] = rd[32 * (1 + nt)];
+    a.step(s, reinterpret_cast<const int*>(rd - lane + 32 * (1 + NT))[lane], rd[0], xv);
+    rd += V;
+    if (rd >= ring_end) rd -= S * V;
+  }
+  cp_wait<0>();
+  a.finish_and_store(s, ex, N, partial);
+}
+
+template <bool BF16, int NT>
+void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
+               float* partial, cudaStream_t stream) {
+  if (moe_mma_ring())
+    ring_kernel<BF16, NT><<<grid, kWarps * 32, kRingBytes<NT>, stream>>>(ex, xb, stride, N, cps, partial);
+  else
+    mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
 }
 
 template <bool BF16>
 cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
                          int64_t cps, float* partial, cudaStream_t stream) {
   switch (ex.tile_m) {
-    case 8: mma_kernel<BF16, 1><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
-    case 16: mma_kernel<BF16, 2><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
-    case 32: mma_kernel<BF16, 4><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
+    case 8: launch_nt<BF16, 1>(grid, ex, xb, stride, N, cps, partial, stream); break;
+    case 16: launch_nt<BF16, 2>(grid, ex, xb, stride, N, cps, partial, stream); break;
+    case 32: launch_nt<BF16, 4>(grid, ex, xb, stride, N, cps, partial, stream); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

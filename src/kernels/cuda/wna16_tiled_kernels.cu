@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -37,30 +38,6 @@ struct Shape {
   static constexpr int kCodeBytes = kWN * kKS * V * 512;
   static constexpr int kXBytes = TM * kXRow * 2;
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
-__device__ __forceinline__ void cp16_hint(uint32_t dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "l"(policy));
-}
-
-// Copies 16 bytes, or writes 16 zero bytes when !valid (src is not read then).
-__device__ __forceinline__ void cp16_zfill(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(kThreads, (MT >= 4 || BITS == 8) ? 1 : 2)
