@@ -26,13 +26,6 @@ __device__ __forceinline__ void cp16_zfill(uint32_t dst, const void* src, bool v
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
-// The same with an L2 cache policy (createpolicy), for streamed data.
-__device__ __forceinline__ void cp16_zfill_hint(uint32_t dst, const void* src, bool valid, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0), "l"(policy)
-               : "memory");
-}
-
 // Copies 16 bytes through L1 (data other blocks on the SM read too), or writes zeros when !valid.
 __device__ __forceinline__ void cp16_l1_zfill(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");

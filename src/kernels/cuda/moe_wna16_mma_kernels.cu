@@ -233,7 +233,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31;
   const uint4* ring = ring_smem + (threadIdx.x >> 5) * S * V;
   const int steps = static_cast<int>(max(int64_t{0}, (s.c_end - s.c_begin + 3) / 4));
-  const uint64_t policy = evict_first_policy();
   // The copy stream: pointers and the slot of the next step to issue, advanced per step (no multiplications).
   const uint4* code_p = s.codes + (s.c_begin + s.t) * s.quads;
   const int64_t code_step = 4 * s.quads;
@@ -248,7 +247,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   uint32_t issue_off = 0;
   auto issue = [&]() {
     if (issued < steps) {
-      cp16_zfill_hint(lane_code + issue_off, s.col_ok ? code_p : s.codes, s.col_ok, policy);
+      cp16_zfill(lane_code + issue_off, s.col_ok ? code_p : s.codes, s.col_ok);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) cp16_l1_zfill(lane_code + issue_off + 512 * (1 + nt), x_p[nt], s.xok[nt]);
       cp4_l1(lane_grp + issue_off, grp_p);
