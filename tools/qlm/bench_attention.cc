@@ -30,6 +30,7 @@
 #include "runtime/ops/cuda/device_kv_cache.h"
 #include "runtime/ops/cuda/device_ops.h"
 #include "tools/qlm/commands.h"
+#include "tools/qlm/device_bandwidth.h"
 
 #ifdef QLM_WITH_CUDA
 #include "runtime/ops/cuda/launch.h"  // attention_chunks
@@ -92,17 +93,6 @@ ops::KvDType parse_kv(const std::string& name) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Device-to-device copy bandwidth (bytes read + written per second, GB/s): best of 5 copies of 1 GiB.
-double copy_bandwidth_gbps(Device device) {
-  const int64_t n = int64_t{1} << 30;
-  const Tensor src = Tensor::zeros({n}, DType::U8, device);
-  Tensor dst = Tensor::empty({n}, DType::U8, device);
-  double best_us = 1e30;
-  for (int i = 0; i < 5; ++i)
-    best_us = std::min(best_us, cuda::time_device_us(device.index, [&] { copy_tensor_bytes(dst, src); }));
-  return 2.0 * static_cast<double>(n) / (best_us * 1e3);
 }
 
 // Fills slots [0, slots) of every layer with random K / V rows, 1024 slots per write.

@@ -38,6 +38,7 @@
 #include "kernels/mp_linear.h"
 #include "layers/linear.h"
 #include "tools/qlm/commands.h"
+#include "tools/qlm/device_bandwidth.h"
 
 namespace qlm::cli {
 namespace {
@@ -55,7 +56,7 @@ struct BenchMoEOptions {
   int iters = 10;
   std::string timing = "graph";  // cuda: graph | events
   int threads = 0;
-  double bandwidth_gbps = 0;  // 0: H200 nominal on CUDA, measured on the CPU
+  double bandwidth_gbps = 0;  // 0: measured (CUDA: device copy bandwidth; CPU: parallel read)
   bool json = false;
 };
 
@@ -260,7 +261,7 @@ void bench_moe(BenchMoEOptions o) {
   apply_shape(o);
   set_compute_threads(o.threads);
   const bool gpu = o.device == "cuda";
-  const double bandwidth = o.bandwidth_gbps > 0 ? o.bandwidth_gbps : gpu ? 4800.0 : measure_cpu_bandwidth();
+  const double bandwidth = o.bandwidth_gbps > 0 ? o.bandwidth_gbps : gpu ? copy_bandwidth_gbps(Device::cuda(0)) : measure_cpu_bandwidth();
   const Layer L = make_layer(o);
   const int64_t E = o.experts, k = o.top_k;
   for (int64_t m : o.ms) {
@@ -364,7 +365,7 @@ void register_bench_moe_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU compute threads (0: all available cores)")->capture_default_str();
   cmd->add_option("--bandwidth-gbps", opts->bandwidth_gbps,
-                  "Memory bandwidth for the floor (0: 4800 on CUDA, the H200's; measured on the CPU)")
+                  "Memory bandwidth for the floor (0: measured: the GPU's device copy bandwidth, the CPU's parallel read)")
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "One JSON object per M");
   cmd->callback([opts] { bench_moe(*opts); });

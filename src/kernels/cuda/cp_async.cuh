@@ -1,5 +1,5 @@
 // cp.async (sm_80+) helpers shared by the kernels that stage global memory in shared memory through it
-// (wna16_tiled_kernels.cu, moe_wna16_mma_kernels.cu). Every copy is asynchronous until the issuing thread waits
+// (wna16_tiled_kernels.cu). Every copy is asynchronous until the issuing thread waits
 // for its group (cp_wait); other threads see the bytes only after that wait and a barrier.
 #pragma once
 
@@ -24,15 +24,6 @@ __device__ __forceinline__ void cp16_hint(uint32_t dst, const void* src, uint64_
 // Copies 16 bytes, or writes 16 zero bytes when !valid (src is not read then).
 __device__ __forceinline__ void cp16_zfill(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-// Copies 16 bytes through L1 (data other blocks on the SM read too), or writes zeros when !valid.
-__device__ __forceinline__ void cp16_l1_zfill(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-
-__device__ __forceinline__ void cp4_l1(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -51,19 +51,6 @@ MoeWna16Grouped moe_wna16_grouped() {
 
 void set_moe_mma_max_rows(int64_t rows) { g_mma_max_rows.store(rows); }
 
-std::atomic<int> g_mma_ring{-1};
-
-void set_moe_mma_ring(int mode) { g_mma_ring.store(mode); }
-
-bool moe_mma_ring() {
-  static const bool from_env = [] {
-    const char* e = std::getenv("QLM_MOE_MMA_RING");
-    return e && !std::strcmp(e, "1");
-  }();
-  const int forced = g_mma_ring.load();
-  return forced >= 0 ? forced == 1 : from_env;
-}
-
 int64_t moe_mma_max_rows() {
   static const int64_t from_env = [] {
     const char* e = std::getenv("QLM_MOE_MMA_MAX_ROWS");

@@ -19,9 +19,4 @@ MoeWna16Grouped moe_wna16_grouped();
 void set_moe_mma_max_rows(int64_t rows);
 int64_t moe_mma_max_rows();
 
-// Experiment (session 41): the tensor-core kernel's loads through a per-warp cp.async ring in shared memory (true)
-// instead of registers. Environment QLM_MOE_MMA_RING=1; set_moe_mma_ring overrides (-1: the environment).
-void set_moe_mma_ring(int mode);
-bool moe_mma_ring();
-
 }  // namespace qlm

@@ -16,8 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/cp_async.cuh"
-#include "kernels/cuda/moe_cuda_options.h"
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -49,7 +47,7 @@ __device__ __forceinline__ uint32_t sub_pair(uint32_t a, uint32_t b) {
   return r;
 }
 
-// The block's row tile, the lane's columns and K range (the same for both kernels below).
+// The block's row tile, the lane's columns and K range.
 template <int NT>
 struct TileSetup {
   Wna16DeviceWeights w;  // by value: registers, not reloads
@@ -176,7 +174,9 @@ struct Accumulators {
 };
 
 // Loads in registers: kStepsInFlight steps' code vectors issued before the first is used (activations loaded per
-// step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT).
+// step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT). (A variant staging every lane's loads in a
+// per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41,
+// docs/moe-kernel-notes.md.)
 template <bool BF16, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
     mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
@@ -210,81 +210,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   a.finish_and_store(s, ex, N, partial);
 }
 
-// Loads through a per-warp ring of shared memory (cp.async, kRingStages<NT> steps deep): each lane copies its own
-// code vector, its NT activation vectors and its chunk's group into its own slots and reads them back after its
-// own wait, so no barrier is needed and no register holds a load in flight.
-template <int NT>
-constexpr int kRingStages = NT == 1 ? 8 : NT == 2 ? 6 : 4;
-template <int NT>
-constexpr int kRingStageVecs = 32 * (1 + NT) + 8;  // uint4 per warp and stage: codes, x [NT], groups (32 x 4 bytes)
-template <int NT>
-constexpr size_t kRingBytes = size_t{kWarps} * kRingStages<NT> * kRingStageVecs<NT> * 16;
-
-template <bool BF16, int NT>
-__global__ void __launch_bounds__(kWarps * 32)
-    ring_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
-                float* __restrict__ partial) {
-  extern __shared__ uint4 ring_smem[];
-  constexpr int S = kRingStages<NT>, V = kRingStageVecs<NT>;
-  TileSetup<NT> s;
-  if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
-  Accumulators<BF16, NT> a;
-  a.clear();
-  const int lane = threadIdx.x & 31;
-  const uint4* ring = ring_smem + (threadIdx.x >> 5) * S * V;
-  const int steps = static_cast<int>(max(int64_t{0}, (s.c_end - s.c_begin + 3) / 4));
-  // The copy stream: pointers and the slot of the next step to issue, advanced per step (no multiplications).
-  const uint4* code_p = s.codes + (s.c_begin + s.t) * s.quads;
-  const int64_t code_step = 4 * s.quads;
-  const uint4* x_p[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) x_p[nt] = s.xrow[nt] + s.c_begin + s.t;
-  const int32_t* grp_p = s.w.chunk_group + s.c_begin;
-  const uint32_t lane_code = smem_u32(ring + lane);
-  const uint32_t lane_grp = smem_u32(reinterpret_cast<const int*>(ring + 32 * (1 + NT)) + lane);
-  constexpr uint32_t kStageBytes = V * 16, kRingBytesPerWarp = S * V * 16;
-  int issued = 0;
-  uint32_t issue_off = 0;
-  auto issue = [&]() {
-    if (issued < steps) {
-      cp16_zfill(lane_code + issue_off, s.col_ok ? code_p : s.codes, s.col_ok);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) cp16_l1_zfill(lane_code + issue_off + 512 * (1 + nt), x_p[nt], s.xok[nt]);
-      cp4_l1(lane_grp + issue_off, grp_p);
-      code_p += code_step;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) x_p[nt] += 4;
-      grp_p += 4;
-    }
-    ++issued;
-    issue_off = issue_off + kStageBytes == kRingBytesPerWarp ? 0 : issue_off + kStageBytes;
-    cp_commit();  // empty groups too: the wait below counts groups
-  };
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) issue();
-  const uint4* rd = ring + lane;
-  const uint4* const ring_end = ring + S * V;
-  for (int i = 0; i < steps; ++i) {
-    cp_wait<S - 2>();  // step i's copies are in (this lane's: the lane reads only its own slots)
-    issue();           // into the slot read in step i - 1 (its values are in registers and used)
-    uint4 xv[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) xv[nt] = rd[32 * (1 + nt)];
-    a.step(s, reinterpret_cast<const int*>(rd - lane + 32 * (1 + NT))[lane], rd[0], xv);
-    rd += V;
-    if (rd >= ring_end) rd -= S * V;
-  }
-  cp_wait<0>();
-  a.finish_and_store(s, ex, N, partial);
-}
-
 template <bool BF16, int NT>
 void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
                float* partial, cudaStream_t stream) {
-  if (moe_mma_ring())
-    ring_kernel<BF16, NT><<<grid, kWarps * 32, kRingBytes<NT>, stream>>>(ex, xb, stride, N, cps, partial);
-  else
-    mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
+  mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
 }
 
 template <bool BF16>
