@@ -16,6 +16,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -177,8 +179,9 @@ struct Accumulators {
 // step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT). (A variant staging every lane's loads in a
 // per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41,
 // docs/moe-kernel-notes.md.)
-template <bool BF16, int NT>
-__global__ void __launch_bounds__(kWarps * 32)
+// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM.
+template <bool BF16, int NT, int U = kStepsInFlight, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
     mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
                float* __restrict__ partial) {
   TileSetup<NT> s;
@@ -186,18 +189,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   Accumulators<BF16, NT> a;
   a.clear();
   const uint64_t policy = evict_first_policy();
-  for (int64_t c0 = s.c_begin; c0 < s.c_end; c0 += 4 * kStepsInFlight) {
-    uint4 qv[kStepsInFlight];
-    int grp[kStepsInFlight];
+  for (int64_t c0 = s.c_begin; c0 < s.c_end; c0 += 4 * U) {
+    uint4 qv[U];
+    int grp[U];
 #pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + 4 * u;
       const bool ok = c < s.c_end;
       qv[u] = ok && s.col_ok ? ld_stream(s.codes + (c + s.t) * s.quads, policy) : make_uint4(0u, 0u, 0u, 0u);
       grp[u] = ok ? __ldg(s.w.chunk_group + c) : -1;
     }
 #pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + 4 * u;
       if (c >= s.c_end) break;  // uniform across the block
       uint4 xv[NT];
@@ -213,7 +216,18 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <bool BF16, int NT>
 void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
                float* partial, cudaStream_t stream) {
-  mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
+  static const int variant = [] {
+    const char* e = std::getenv("QLM_MOE_MMA_VARIANT");
+    return e ? std::atoi(e) : 0;
+  }();
+  constexpr int kDeep = NT == 4 ? 4 : 8;
+  constexpr int kMinBlocks = NT == 1 ? 8 : NT == 2 ? 6 : 4;
+  if (variant == 1)
+    mma_kernel<BF16, NT, kDeep><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
+  else if (variant == 2)
+    mma_kernel<BF16, NT, kStepsInFlight, kMinBlocks><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
+  else
+    mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
 }
 
 template <bool BF16>
