@@ -12,7 +12,7 @@ import sys
 from perf_doc import replace_region
 
 BEGIN, END = "<!-- moe:begin -->", "<!-- moe:end -->"
-GROUPED_ROWS_PER_EXPERT = 32  # kGroupedRowsPerExpert of src/kernels/cuda/moe_cuda.cc
+GROUPED_ROWS_PER_EXPERT = 32  # kGroupedRowsPerExpert of src/kernels/cuda/moe_cuda.cc (rows written before "path")
 
 
 def path(r):
@@ -78,15 +78,16 @@ def table(meta, end, rows, source):
 
 READING = [
     "Reading the CUDA table (how `cuda_grouped` spends the time; docs/formats.md has the paths):", "",
-    "- **Grouped WNA16** (GPTQ / AWQ / compressed-tensors up to 32 routed rows per expert: decode and small "
-    "batches) is one launch per projection for all experts, a CUDA-core split-K GEMV per (expert, row tile) "
-    "with four chunks' code loads in flight per lane (session 37; no change in the eager timing). *timing* "
-    "`events` is the eager call between two events, router, grouping, gather, GEMMs and combine launched from "
-    "the host one after another, so at one token the launches, not the weight stream, can dominate; `graph` "
-    "replays each call from a CUDA graph (`qlm bench-moe --timing graph`, the default since session 38, where the "
-    "layer does not wait for the host), as a decode step runs it. Next: tensor-core `mma.sync` on repacked "
-    "fragments as `cuda_wna16_fast` does. At M = 256 on 128 experts (16 rows per expert) it becomes "
-    "FP32-compute-bound.",
+    "- **Grouped WNA16** (GPTQ / AWQ / compressed-tensors: decode and small batches) is one launch per "
+    "projection for all experts, each block finding its expert and row tile on the device. *path* says which "
+    "kernel: `tensor cores` (since session 41: `mma.sync` with the weights of the `cuda_wna16` layout as the A "
+    "operand, row tiles of 8 / 16 / 32, for 4-bit experts with groups of multiples of 32 rows and BF16 / F16 "
+    "activations, up to 64 routed rows per expert) or `CUDA-core GEMV` (every other WNA16 expert, up to 32; one "
+    "FMA per weight and row, compute-bound from a few rows per expert). docs/moe-kernel-notes.md has both "
+    "measured side by side. *timing* `events` is the eager call between two events, router, grouping, gather, "
+    "GEMMs and combine launched from the host one after another, so at one token the launches, not the weight "
+    "stream, can dominate; `graph` replays each call from a CUDA graph (`qlm bench-moe --timing graph`, the "
+    "default since session 38, where the layer does not wait for the host), as a decode step runs it.",
     "- **Per expert** (bf16, FP8, INT8, and WNA16 above the grouped threshold) copies the expert offsets to "
     "the host once per layer and runs every active expert over its rows: bf16 / FP8 / INT8 experts on their "
     "own linear kernels — close to the floor for Mixtral's 8 large experts in bf16, launch-bound for Qwen3's "
