@@ -28,8 +28,8 @@ namespace qlm {
 // being token * top_k + j.
 struct MoERouting {
   int64_t tokens = 0, top_k = 0, num_experts = 0;
-  std::vector<int32_t> topk_ids;      // [tokens * top_k], expert of each slot
-  std::vector<float> topk_weights;    // [tokens * top_k], routing weight of each slot
+  std::vector<int32_t> topk_ids;        // [tokens * top_k], expert of each slot
+  std::vector<float> topk_weights;      // [tokens * top_k], routing weight of each slot
   std::vector<int64_t> expert_offsets;  // [num_experts + 1]
   std::vector<int32_t> sorted_slots;    // [tokens * top_k]
   int64_t tokens_of(int64_t expert) const { return expert_offsets[expert + 1] - expert_offsets[expert]; }
@@ -46,13 +46,13 @@ struct MoEKernelConfig {
   int64_t num_experts = 0;    // global
   int64_t local_experts = 0;  // held by this rank (all of them under tensor parallelism)
   int64_t top_k = 0;
-  int64_t hidden_size = 0;               // H
-  int64_t intermediate_size = 0;         // I (full)
+  int64_t hidden_size = 0;                 // H
+  int64_t intermediate_size = 0;           // I (full)
   int64_t intermediate_per_partition = 0;  // I_p
-  std::string format;          // "gptq", "fp8", "unquantized", ...
-  std::string w13_scheme, w2_scheme;  // the experts' linear methods (describe()), "mixed" when they differ
-  bool uniform_experts = true;  // every expert has the same w13 scheme and the same w2 scheme
-  bool renormalize = false;     // the router divides the top-k weights by their sum (run_device)
+  std::string format;                      // "gptq", "fp8", "unquantized", ...
+  std::string w13_scheme, w2_scheme;       // the experts' linear methods (describe()), "mixed" when they differ
+  bool uniform_experts = true;             // every expert has the same w13 scheme and the same w2 scheme
+  bool renormalize = false;                // the router divides the top-k weights by their sum (run_device)
   DType act_dtype = DType::F32;
   Device device;
   int capability = 0;
@@ -61,7 +61,7 @@ struct MoEKernelConfig {
 
 // One expert as a kernel may run it: its two projections, already in their kernels' layouts.
 struct MoEExpertOps {
-  int64_t id = 0;  // global expert id
+  int64_t id = 0;                            // global expert id
   std::function<Tensor(const Tensor&)> w13;  // x [n, H] -> gate | up [n, 2·I_p]
   std::function<Tensor(const Tensor&)> w2;   // a [n, I_p] -> partial [n, H]
   // The projections' WNA16 standard form (this rank's slice), when their method is weight-only

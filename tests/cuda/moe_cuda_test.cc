@@ -3,9 +3,9 @@
 // compressed-tensors WNA16, FP8 tensor / channel / block, INT8 W8A8), with the router on the device:
 // 1, 7, 33 and 300 tokens (WNA16 runs grouped up to 33 tokens here and per expert at 300), expert 0
 // receiving every token and expert 3 none, outputs taken from NaN-poisoned memory, BF16 and F32
-// activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel); also routing without renormalisation, NaN weights in an expert without tokens, WNA16
-// expert weights held once (no linear kernel per expert), and host input refused. Skipped without
-// a visible GPU.
+// activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel); also routing
+// without renormalisation, NaN weights in an expert without tokens, WNA16 expert weights held once (no linear kernel
+// per expert), and host input refused. Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -74,7 +74,8 @@ std::string case_str(const MmaCase& c) {
   for (int r : c.rows) rows += std::to_string(r) + ",";
   return "K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " group=" + std::to_string(c.group) +
          " zp=" + std::to_string(c.zero_points) + " act_order=" + std::to_string(c.act_order) + " rows=" + rows +
-         " tile_m=" + std::to_string(c.tile_m) + " splits=" + std::to_string(c.splits) + " " + std::string(dtype_name(c.act));
+         " tile_m=" + std::to_string(c.tile_m) + " splits=" + std::to_string(c.splits) + " " +
+         std::string(dtype_name(c.act));
 }
 
 Tensor on_gpu_i32(const std::vector<int32_t>& v) {
@@ -118,8 +119,7 @@ void run_case(const MmaCase& c, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::vector<int32_t> row_token(static_cast<size_t>(R));
   for (auto& t : row_token) t = static_cast<int32_t>(rng() % T);
-  const Tensor x_act =
-      Tensor::from_vector(testing::random_inputs(T, c.K, seed + 100), {T, c.K}).to(c.act);  // rounded
+  const Tensor x_act = Tensor::from_vector(testing::random_inputs(T, c.K, seed + 100), {T, c.K}).to(c.act);  // rounded
   const std::vector<float> x = x_act.to_float_vector();
 
   const Tensor off_d = on_gpu_i32(offsets), tile_d = on_gpu_i32(tile_offsets), tok_d = on_gpu_i32(row_token);
@@ -133,12 +133,11 @@ void run_case(const MmaCase& c, uint64_t seed) {
   cudaStream_t stream = cuda::context(0).stream;
   Tensor xb = Tensor::empty({R, stride}, c.act, gpu);
   const Tensor x_d = x_act.to_device(gpu);
-  CUDA_OK(cuda::launch_moe_wna16_gather(x_d.raw_data(), act, c.K, tok_d.data<int32_t>(), ex, stride, act,
-                                        xb.raw_data(), stream));
+  CUDA_OK(cuda::launch_moe_wna16_gather(x_d.raw_data(), act, c.K, tok_d.data<int32_t>(), ex, stride, act, xb.raw_data(),
+                                        stream));
   const int64_t cps = ((chunks + c.splits - 1) / c.splits + 3) / 4 * 4;
   const int splits = static_cast<int>((chunks + cps - 1) / cps);
-  Tensor partial = Tensor::from_vector(std::vector<float>(static_cast<size_t>(splits * R * c.N), NAN),
-                                       {splits, R, c.N})
+  Tensor partial = Tensor::from_vector(std::vector<float>(static_cast<size_t>(splits * R * c.N), NAN), {splits, R, c.N})
                        .to_device(gpu);
   const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + E;
   CUDA_OK(cuda::launch_moe_wna16_mma(ex, act, c.N, N_pad, max_tiles, xb.raw_data(), stride, splits, cps,

@@ -261,7 +261,9 @@ void bench_moe(BenchMoEOptions o) {
   apply_shape(o);
   set_compute_threads(o.threads);
   const bool gpu = o.device == "cuda";
-  const double bandwidth = o.bandwidth_gbps > 0 ? o.bandwidth_gbps : gpu ? copy_bandwidth_gbps(Device::cuda(0)) : measure_cpu_bandwidth();
+  const double bandwidth = o.bandwidth_gbps > 0 ? o.bandwidth_gbps
+                           : gpu                ? copy_bandwidth_gbps(Device::cuda(0))
+                                                : measure_cpu_bandwidth();
   const Layer L = make_layer(o);
   const int64_t E = o.experts, k = o.top_k;
   for (int64_t m : o.ms) {
@@ -364,8 +366,9 @@ void register_bench_moe_command(CLI::App& app) {
       ->check(CLI::IsMember({"graph", "events"}))
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU compute threads (0: all available cores)")->capture_default_str();
-  cmd->add_option("--bandwidth-gbps", opts->bandwidth_gbps,
-                  "Memory bandwidth for the floor (0: measured: the GPU's device copy bandwidth, the CPU's parallel read)")
+  cmd->add_option(
+         "--bandwidth-gbps", opts->bandwidth_gbps,
+         "Memory bandwidth for the floor (0: measured: the GPU's device copy bandwidth, the CPU's parallel read)")
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "One JSON object per M");
   cmd->callback([opts] { bench_moe(*opts); });

@@ -8,19 +8,18 @@
 //      each block finding its expert and rows from the device-side offsets, so nothing waits for the
 //      host. The GEMMs run on tensor cores (4-bit experts with groups of multiples of 32 rows, BF16 /
 //      F16 activations: up to kMoeMmaGroupedRowsPerExpert rows per expert) or as a CUDA-core GEMV
-//      (every other WNA16 expert: up to kGroupedRowsPerExpert). Every other case copies the expert offsets to the host once
-//      and loops over the active experts over their contiguous rows: WNA16 experts with many rows
-//      (or bit widths that differ between experts) through run_wna16_linear on the kernel's own
-//      copy of their weights (dequantize + cuBLAS above a few rows; the experts' projections build
-//      no kernel, so the weights are held once), unquantized, FP8, INT8 and mixed experts on their
-//      own CUDA linear kernels;
+//      (every other WNA16 expert: up to kGroupedRowsPerExpert). Every other case copies the expert offsets to the host
+//      once and loops over the active experts over their contiguous rows: WNA16 experts with many rows (or bit widths
+//      that differ between experts) through run_wna16_linear on the kernel's own copy of their weights (dequantize +
+//      cuBLAS above a few rows; the experts' projections build no kernel, so the weights are held once), unquantized,
+//      FP8, INT8 and mixed experts on their own CUDA linear kernels;
 //   4. combine: y[t] = sum_j w[t, j] * out[row of slot (t, j)], in F32, per token (deterministic).
-#include "kernels/cuda/moe_cuda_options.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "kernels/cuda/moe_cuda_options.h"
 
 namespace qlm {
 namespace {
@@ -153,8 +152,8 @@ std::pair<int, int64_t> plan_mma_splits(const GroupedProjection& p, int64_t tile
   const int64_t col_blocks = (p.N_pad + cuda::kMoeMmaColumns - 1) / cuda::kMoeMmaColumns;
   const int64_t target = std::max(1, sm_count) * int64_t{8};
   const int64_t max_splits = std::max<int64_t>(1, p.max_chunks / 16);
-  const int64_t splits =
-      std::clamp<int64_t>((target + col_blocks * tiles - 1) / (col_blocks * tiles), 1, std::min<int64_t>(max_splits, 64));
+  const int64_t splits = std::clamp<int64_t>((target + col_blocks * tiles - 1) / (col_blocks * tiles), 1,
+                                             std::min<int64_t>(max_splits, 64));
   const int64_t cps = ((p.max_chunks + splits - 1) / splits + 15) / 16 * 16;
   return {static_cast<int>((p.max_chunks + cps - 1) / cps), cps};
 }
@@ -197,10 +196,14 @@ class CudaGroupedMoE final : public MoEKernel {
 
   std::string device_host_wait(int64_t tokens) const override {
     const int64_t E = cfg_.num_experts, R = tokens * cfg_.top_k;
-    if (!own_wna16_) return "its experts are not all weight-only integer: they run one by one after the expert counts are read on the host";
-    if (!grouped_) return "its experts differ in bit width: they run one by one after the expert counts are read on the host";
+    if (!own_wna16_)
+      return "its experts are not all weight-only integer: they run one by one after the expert counts are read on the "
+             "host";
+    if (!grouped_)
+      return "its experts differ in bit width: they run one by one after the expert counts are read on the host";
     if (!plan(tokens).grouped)
-      return fmt::format("{} routed rows for {} experts run one by one after the expert counts are read on the host", R, E);
+      return fmt::format("{} routed rows for {} experts run one by one after the expert counts are read on the host", R,
+                         E);
     return "";
   }
 
@@ -260,7 +263,13 @@ class CudaGroupedMoE final : public MoEKernel {
     const bool mma = mma_ok_ && moe_wna16_grouped() != MoeWna16Grouped::Gemv;
     if (R > (mma ? moe_mma_max_rows() : kGroupedRowsPerExpert) * E) return {};
     const int64_t avg = (R + E - 1) / E;
-    const int64_t tile_m = mma ? (avg <= 8 ? 8 : avg <= 16 ? 16 : 32) : (avg <= 1 ? 1 : avg <= 2 ? 2 : avg <= 4 ? 4 : 8);
+    const int64_t tile_m = mma ? (avg <= 8    ? 8
+                                  : avg <= 16 ? 16
+                                              : 32)
+                               : (avg <= 1   ? 1
+                                  : avg <= 2 ? 2
+                                  : avg <= 4 ? 4
+                                             : 8);
     if ((R + tile_m - 1) / tile_m + E > 65535) return {};
     return {true, mma, tile_m};
   }

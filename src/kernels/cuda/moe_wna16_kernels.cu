@@ -1,11 +1,10 @@
 // Grouped WNA16 MoE kernels: one launch per step for all experts (moe_wna16_kernels.h). The GEMM is
 // the `cuda_wna16` split-K GEMV (wna16_kernels.cu) with the expert and its row tile looked up per
 // block, and the same dequantization (wna16_dequant.cuh).
-#include "kernels/cuda/moe_wna16_kernels.h"
-
 #include <type_traits>
 
 #include "kernels/cuda/moe_wna16_device.cuh"
+#include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_dequant.cuh"
 
 namespace qlm::cuda {
@@ -36,9 +35,12 @@ __device__ __forceinline__ int64_t packed_row_of(int64_t j) {
 
 template <typename O>
 __device__ __forceinline__ O from_f32(float v) {
-  if constexpr (std::is_same_v<O, float>) return v;
-  else if constexpr (std::is_same_v<O, __half>) return __float2half_rn(v);
-  else return __float2bfloat16_rn(v);
+  if constexpr (std::is_same_v<O, float>)
+    return v;
+  else if constexpr (std::is_same_v<O, __half>)
+    return __float2half_rn(v);
+  else
+    return __float2bfloat16_rn(v);
 }
 
 template <typename T, typename O>

@@ -205,8 +205,7 @@ __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
       if (c >= s.c_end) break;  // uniform across the block
       uint4 xv[NT];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
+      for (int nt = 0; nt < NT; ++nt) xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
       a.step(s, grp[u], qv[u], xv);
     }
   }

@@ -35,7 +35,7 @@ struct CudaWna16Layout {
   int bits = 4;
   int implied_zero = 0;  // weight_type.bias, used when zeros is empty
   int64_t K = 0, N = 0, N_pad = 0;
-  int64_t rows = 0;    // packed rows = chunks * chunk_rows (K plus padding)
+  int64_t rows = 0;  // packed rows = chunks * chunk_rows (K plus padding)
   int64_t chunks = 0;
   int64_t groups = 0;
   std::vector<uint32_t> codes;
