@@ -83,5 +83,25 @@ TEST(CudaBenchMoeCli, GraphTimingWhereTheLayerNeverWaits) {
   EXPECT_EQ(timings("--format bf16"), (std::vector<std::string>{"events", "events"}));
 }
 
+// The JSON names the experts' path: 4-bit g64 experts with BF16 activations on the tensor-core grouped kernel, 8-bit
+// ones on the CUDA-core GEMV; the floor's bandwidth is the GPU's measured copy bandwidth.
+TEST(CudaBenchMoeCli, NamesTheGroupedKernel) {
+  if (!cuda_backend_built() || cuda_devices().empty()) GTEST_SKIP() << "needs a CUDA device";
+  const std::string shape =
+      "bench-moe --device cuda --shape custom --hidden 256 --intermediate 128 --experts 6 --top-k 2 --m 1 --iters 2 "
+      "--json --format gptq --group 64 ";
+  const auto path = [&](const std::string& args) {
+    const testing::QlmRun r = run_qlm(shape + args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::vector<nlohmann::json> lines = testing::json_lines(r.out);
+    EXPECT_EQ(lines.size(), 1u) << r.out;
+    if (lines.empty()) return std::string();
+    EXPECT_GT(lines[0]["bandwidth_gbps"].get<double>(), 100.0);
+    return lines[0].value("path", std::string("(none)"));
+  };
+  EXPECT_EQ(path("--bits 4"), "grouped WNA16, tensor cores (8-row tiles)");
+  EXPECT_EQ(path("--bits 8"), "grouped WNA16, CUDA-core GEMV");
+}
+
 }  // namespace
 }  // namespace qlm
