@@ -61,7 +61,8 @@ def table(meta, end, rows, source):
            f"`{source}`, {meta.get('date', '?')}; load average (1/5/15 min) before {meta.get('load_before', '?')}, "
            f"after {end.get('load_after', '?')}" + (
                "; on a shared machine a load above the core count means other jobs took cores during the run, "
-               "which inflates the CPU times" if meta.get("device") == "cpu" else "") + ".", "",
+               "which inflates the CPU times" if meta.get("device") == "cpu" else "") + ".", ""] + (
+               [f"Note on this run: {meta['note']}", ""] if meta.get("note") else []) + [
            "| shape | experts | M | act | kernel: path | timing | MoE µs | dense-equivalent µs | "
            "experts touched | floor µs | floor / MoE |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]

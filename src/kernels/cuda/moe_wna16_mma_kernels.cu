@@ -179,8 +179,9 @@ struct Accumulators {
 // step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT). (A variant staging every lane's loads in a
 // per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41,
 // docs/moe-kernel-notes.md.)
-// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM.
-template <bool BF16, int NT, int U = kStepsInFlight, int MIN_BLOCKS = 1>
+// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM, XPRE: the
+// activations of the U steps loaded with their codes (before any is used) instead of per step.
+template <bool BF16, int NT, int U = kStepsInFlight, int MIN_BLOCKS = 0, bool XPRE = false>
 __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
     mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
                float* __restrict__ partial) {
@@ -192,21 +193,31 @@ __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
   for (int64_t c0 = s.c_begin; c0 < s.c_end; c0 += 4 * U) {
     uint4 qv[U];
     int grp[U];
+    uint4 xpre[XPRE ? U : 1][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + 4 * u;
       const bool ok = c < s.c_end;
       qv[u] = ok && s.col_ok ? ld_stream(s.codes + (c + s.t) * s.quads, policy) : make_uint4(0u, 0u, 0u, 0u);
       grp[u] = ok ? __ldg(s.w.chunk_group + c) : -1;
+      if constexpr (XPRE) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          xpre[u][nt] = ok && s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + 4 * u;
       if (c >= s.c_end) break;  // uniform across the block
-      uint4 xv[NT];
+      if constexpr (XPRE) {
+        a.step(s, grp[u], qv[u], xpre[u]);
+      } else {
+        uint4 xv[NT];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
-      a.step(s, grp[u], qv[u], xv);
+        for (int nt = 0; nt < NT; ++nt) xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
+        a.step(s, grp[u], qv[u], xv);
+      }
     }
   }
   a.finish_and_store(s, ex, N, partial);
@@ -225,6 +236,8 @@ void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t
     mma_kernel<BF16, NT, kDeep><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
   else if (variant == 2)
     mma_kernel<BF16, NT, kStepsInFlight, kMinBlocks><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
+  else if (variant == 3)
+    mma_kernel<BF16, NT, kStepsInFlight, 0, true><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
   else
     mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
 }
