@@ -179,7 +179,8 @@ struct Accumulators {
 // step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT). (A variant staging every lane's loads in a
 // per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41,
 // docs/moe-kernel-notes.md.)
-// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM, XPRE: the
+// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM (0: no minimum;
+// an explicit 1 is not the same to ptxas: it raised the registers from 79 / 93 / 127 to 91 / 114 / 154), XPRE: the
 // activations of the U steps loaded with their codes (before any is used) instead of per step.
 template <bool BF16, int NT, int U = kStepsInFlight, int MIN_BLOCKS = 0, bool XPRE = false>
 __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
