@@ -58,6 +58,13 @@ TEST(BenchMoeCli, ArgumentErrors) {
   }
 }
 
+// The JSON lines of a `qlm` run that must succeed.
+std::vector<nlohmann::json> bench_moe_json(const std::string& args) {
+  const testing::QlmRun r = run_qlm(args);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return testing::json_lines(r.out);
+}
+
 // On the GPU (scripts/gpu_check.sh): the grouped WNA16 layer only enqueues device work at a few tokens, so each call
 // is timed from a CUDA graph of its own; the per-expert bf16 layer reads the expert counts on the host, so it falls
 // back to events; --timing events is eager for both.
@@ -67,10 +74,8 @@ TEST(CudaBenchMoeCli, GraphTimingWhereTheLayerNeverWaits) {
       "bench-moe --device cuda --shape custom --hidden 256 --intermediate 128 --experts 6 "
       "--top-k 2 --m 1,3 --iters 3 --json ";
   const auto timings = [&](const std::string& args) {
-    const testing::QlmRun r = run_qlm(shape + args);
-    EXPECT_EQ(r.status, 0) << r.err;
     std::vector<std::string> out;
-    for (const nlohmann::json& j : testing::json_lines(r.out)) {
+    for (const nlohmann::json& j : bench_moe_json(shape + args)) {
       EXPECT_GT(j["moe_us"].get<double>(), 0);
       EXPECT_GT(j["dense_us"].get<double>(), 0);
       out.push_back(j["timing"].get<std::string>());
@@ -91,10 +96,8 @@ TEST(CudaBenchMoeCli, NamesTheGroupedKernel) {
       "bench-moe --device cuda --shape custom --hidden 256 --intermediate 128 --experts 6 --top-k 2 --m 1 --iters 2 "
       "--json --format gptq --group 64 ";
   const auto path = [&](const std::string& args) {
-    const testing::QlmRun r = run_qlm(shape + args);
-    EXPECT_EQ(r.status, 0) << r.err;
-    const std::vector<nlohmann::json> lines = testing::json_lines(r.out);
-    EXPECT_EQ(lines.size(), 1u) << r.out;
+    const std::vector<nlohmann::json> lines = bench_moe_json(shape + args);
+    EXPECT_EQ(lines.size(), 1u) << args;
     if (lines.empty()) return std::string();
     EXPECT_GT(lines[0]["bandwidth_gbps"].get<double>(), 100.0);
     return lines[0].value("path", std::string("(none)"));

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env_switch.h"
 #include "kernels/cuda/moe_cuda_options.h"
 
 namespace qlm {
@@ -51,10 +52,7 @@ MoeWna16Grouped moe_wna16_grouped() {
 void set_moe_mma_max_rows(int64_t rows) { g_mma_max_rows.store(rows); }
 
 int64_t moe_mma_max_rows() {
-  static const int64_t from_env = [] {
-    const char* e = std::getenv("QLM_MOE_MMA_MAX_ROWS");
-    return e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0};
-  }();
+  static const int64_t from_env = std::max<int64_t>(0, env_int("QLM_MOE_MMA_MAX_ROWS", 0));
   const int64_t forced = g_mma_max_rows.load();
   return forced > 0 ? forced : from_env > 0 ? from_env : kMoeMmaGroupedRowsPerExpert;
 }
@@ -62,8 +60,6 @@ int64_t moe_mma_max_rows() {
 }  // namespace qlm
 
 #ifdef QLM_WITH_CUDA
-#include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 

@@ -136,20 +136,13 @@ cudaError_t gemm_bits(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64
   }
 }
 
-template <typename T>
-void gather_to(Wna16Act out, dim3 grid, const T* x, int64_t K, const int32_t* row_token, const MoeWna16Experts& ex,
-               int64_t stride, void* xout, cudaStream_t stream) {
-  switch (out) {
-    case Wna16Act::F32:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride, static_cast<float*>(xout));
-      break;
-    case Wna16Act::F16:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride, static_cast<__half*>(xout));
-      break;
-    case Wna16Act::BF16:
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(x, K, row_token, ex, stride,
-                                                         static_cast<__nv_bfloat16*>(xout));
-      break;
+// f(static_cast<T*>(nullptr)) with T the element type of `a` (float, __half or __nv_bfloat16).
+template <typename F>
+void with_act_type(Wna16Act a, F&& f) {
+  switch (a) {
+    case Wna16Act::F32: f(static_cast<float*>(nullptr)); break;
+    case Wna16Act::F16: f(static_cast<__half*>(nullptr)); break;
+    case Wna16Act::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
   }
 }
 
@@ -162,17 +155,12 @@ cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, cons
   dim3 grid;
   if (!gather_grid(ex.rows_total, stride, &grid) || (out != Wna16Act::F32 && stride % 8 != 0))
     return cudaErrorInvalidValue;
-  switch (act) {
-    case Wna16Act::F32:
-      gather_to(out, grid, static_cast<const float*>(x), K, row_token, ex, stride, xout, stream);
-      break;
-    case Wna16Act::F16:
-      gather_to(out, grid, static_cast<const __half*>(x), K, row_token, ex, stride, xout, stream);
-      break;
-    case Wna16Act::BF16:
-      gather_to(out, grid, static_cast<const __nv_bfloat16*>(x), K, row_token, ex, stride, xout, stream);
-      break;
-  }
+  with_act_type(act, [&](auto in) {
+    with_act_type(out, [&](auto o) {
+      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const std::remove_pointer_t<decltype(in)>*>(x), K,
+                                                         row_token, ex, stride, static_cast<decltype(o)>(xout));
+    });
+  });
   return cudaGetLastError();
 }
 
@@ -196,20 +184,10 @@ cudaError_t launch_moe_wna16_silu_gather(const float* partial, int splits, int64
   dim3 grid;
   if (splits < 1 || !gather_grid(w2.rows_total, stride, &grid) || (out != Wna16Act::F32 && stride % 8 != 0))
     return cudaErrorInvalidValue;
-  switch (out) {
-    case Wna16Act::F32:
-      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
-                                                              static_cast<float*>(af));
-      break;
-    case Wna16Act::F16:
-      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
-                                                              static_cast<__half*>(af));
-      break;
-    case Wna16Act::BF16:
-      silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
-                                                              static_cast<__nv_bfloat16*>(af));
-      break;
-  }
+  with_act_type(out, [&](auto o) {
+    silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
+                                                            static_cast<decltype(o)>(af));
+  });
   return cudaGetLastError();
 }
 

@@ -16,8 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
+#include "core/env_switch.h"
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -227,10 +226,7 @@ __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
 template <bool BF16, int NT>
 void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
                float* partial, cudaStream_t stream) {
-  static const int variant = [] {
-    const char* e = std::getenv("QLM_MOE_MMA_VARIANT");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int variant = static_cast<int>(env_int("QLM_MOE_MMA_VARIANT", 0));
   constexpr int kDeep = NT == 4 ? 4 : 8;
   constexpr int kMinBlocks = NT == 1 ? 8 : NT == 2 ? 6 : 4;
   if (variant == 1)
