@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "core/env_switch.h"
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -174,17 +173,18 @@ struct Accumulators {
   }
 };
 
-// Loads in registers: kStepsInFlight steps' code vectors issued before the first is used (activations loaded per
-// step, from L1 / L2). NT: 8-row MMA tiles per block (tile_m = 8 NT). (A variant staging every lane's loads in a
-// per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41,
-// docs/moe-kernel-notes.md.)
-// Experiment (session 41, QLM_MOE_MMA_VARIANT): U steps in flight, at least MIN_BLOCKS blocks per SM (0: no minimum;
-// an explicit 1 is not the same to ptxas: it raised the registers from 79 / 93 / 127 to 91 / 114 / 154), XPRE: the
-// activations of the U steps loaded with their codes (before any is used) instead of per step.
-template <bool BF16, int NT, int U = kStepsInFlight, int MIN_BLOCKS = 0, bool XPRE = false>
-__global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
+// Loads in registers: kStepsInFlight steps' code vectors issued before the first is used. NT: 8-row MMA tiles per
+// block (tile_m = 8 NT). The activations of 8- and 16-row tiles are loaded with the codes, before any step runs
+// (XPRE); 32-row tiles load them per step, from L1 / L2, which needs NT x kStepsInFlight fewer registers. Measured
+// (H200, session 42, docs/moe-kernel-notes.md): XPRE 6-16 % faster on Mixtral at 1-64 tokens, 16 % slower on its
+// 32-row tiles at 256; 8 steps in flight and launch bounds for 4-8 blocks per SM were slower everywhere. (A
+// per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41.)
+template <bool BF16, int NT>
+__global__ void __launch_bounds__(kWarps * 32)
     mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
                float* __restrict__ partial) {
+  constexpr int U = kStepsInFlight;
+  constexpr bool XPRE = NT <= 2;
   TileSetup<NT> s;
   if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
   Accumulators<BF16, NT> a;
@@ -223,29 +223,13 @@ __global__ void __launch_bounds__(kWarps * 32, MIN_BLOCKS)
   a.finish_and_store(s, ex, N, partial);
 }
 
-template <bool BF16, int NT>
-void launch_nt(dim3 grid, const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
-               float* partial, cudaStream_t stream) {
-  static const int variant = static_cast<int>(env_int("QLM_MOE_MMA_VARIANT", 0));
-  constexpr int kDeep = NT == 4 ? 4 : 8;
-  constexpr int kMinBlocks = NT == 1 ? 8 : NT == 2 ? 6 : 4;
-  if (variant == 1)
-    mma_kernel<BF16, NT, kDeep><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
-  else if (variant == 2)
-    mma_kernel<BF16, NT, kStepsInFlight, kMinBlocks><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
-  else if (variant == 3)
-    mma_kernel<BF16, NT, kStepsInFlight, 0, true><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
-  else
-    mma_kernel<BF16, NT><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial);
-}
-
 template <bool BF16>
 cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
                          int64_t cps, float* partial, cudaStream_t stream) {
   switch (ex.tile_m) {
-    case 8: launch_nt<BF16, 1>(grid, ex, xb, stride, N, cps, partial, stream); break;
-    case 16: launch_nt<BF16, 2>(grid, ex, xb, stride, N, cps, partial, stream); break;
-    case 32: launch_nt<BF16, 4>(grid, ex, xb, stride, N, cps, partial, stream); break;
+    case 8: mma_kernel<BF16, 1><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
+    case 16: mma_kernel<BF16, 2><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
+    case 32: mma_kernel<BF16, 4><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
