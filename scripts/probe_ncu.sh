@@ -4,7 +4,8 @@
 # eager decode step of the synthetic Llama-3-8B int4 model; on request, one MoE layer's kernels. Raw CSVs and summaries
 # (ncu_summary.py) in $OUT.
 # Env: K N M (FP8 shape, default 14336 4096 1024); PARTS (default "fp8 decode"; "moe" adds the per-kernel times of the
-#      int4 Mixtral-shaped MoE layer at one token, `qlm bench-moe --device cuda`, its last call's launches).
+#      int4 MoE layer at one token, `qlm bench-moe --device cuda`, every launch of its calls); MOE_SHAPES (bench-moe
+#      shapes for "moe", default mixtral-8x7b).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/probe_ncu}
@@ -38,7 +39,10 @@ echo "== decode step (last 452 launches)"; python3 scripts/ncu_summary.py "$OUT/
 fi
 if [[ " $PARTS " == *" moe "* ]]; then
   # One warm-up, two routed and two dense calls at M = 1: the summary counts launches per kernel over all of them.
-  timeout 120 $NCU "$QLM_BUILD/qlm" bench-moe --device cuda --shape mixtral-8x7b --format gptq --bits 4 --group 128 \
-    --m 1 --iters 2 >"$OUT/moe.csv" 2>&1
-  echo "== moe (mixtral-8x7b int4, M = 1: every launch of the run)"; python3 scripts/ncu_summary.py "$OUT/moe.csv" --top 25
+  for shape in ${MOE_SHAPES:-mixtral-8x7b}; do
+    timeout 120 $NCU "$QLM_BUILD/qlm" bench-moe --device cuda --shape "$shape" --format gptq --bits 4 --group 128 \
+      --m 1 --iters 2 >"$OUT/moe_$shape.csv" 2>&1
+    echo "== moe ($shape int4, M = 1: every launch of the run)"
+    python3 scripts/ncu_summary.py "$OUT/moe_$shape.csv" --top 25
+  done
 fi

@@ -1,7 +1,8 @@
 // `cuda_grouped`: the fused-MoE kernel on CUDA. Every step stays on the device's qlm stream:
 //   1. router: softmax top-k (renormalised or not) per token (launch_moe_route);
 //   2. grouping: counts per expert, prefix sums, the permutation of slots into expert order
-//      (launch_moe_align), rows gathered in that order;
+//      (launch_moe_align; up to kMoeRouteAlignMaxTokens tokens, steps 1 and 2 are one launch:
+//      launch_moe_route_align), rows gathered in that order;
 //   3. experts: WNA16 experts (GPTQ / AWQ / compressed-tensors, 2/3/4/8-bit, zero points, act-order)
 //      with few rows per expert on average run grouped: one launch for the w13 GEMM of all experts,
 //      one for SiLU·mul (gathered into w2's row order), one for the w2 GEMM (moe_wna16_kernels.h),
@@ -14,6 +15,8 @@
 //      cuBLAS above a few rows; the experts' projections build no kernel, so the weights are held once), unquantized,
 //      FP8, INT8 and mixed experts on their own CUDA linear kernels;
 //   4. combine: y[t] = sum_j w[t, j] * out[row of slot (t, j)], in F32, per token (deterministic).
+// Every kernel of these steps is launched with programmatic dependent launch (kernels/cuda/pdl.cuh) and waits for its
+// predecessor before its first access to memory, so each one's launch and block start-up overlap the previous one.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -221,20 +224,29 @@ class CudaGroupedMoE final : public MoEKernel {
     cuda::Context& ctx = cuda::context(dev.index);
     Tensor y = Tensor::empty({T, H}, DType::F32, dev);
     if (T == 0) return y;
-    Tensor ids = Tensor::empty({R}, DType::I32, dev), weights = Tensor::empty({R}, DType::F32, dev);
-    QLM_CUDA_CHECK(ops::cu::launch_moe_route(logits.raw_data(), ops::cu::elem_type(logits.dtype()), T, E, k,
-                                             cfg_.renormalize, ids.data<int32_t>(), weights.data<float>(), ctx.stream));
+    Tensor ids = Tensor::empty({R}, DType::I32, dev);
     Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .row_token = Tensor::empty({R}, DType::I32, dev),
              .slot_row = Tensor::empty({R}, DType::I32, dev),
-             .weights = weights,
+             .weights = Tensor::empty({R}, DType::F32, dev),
              .tile_m = 1};
     const GroupedPlan pl = plan(T);
     if (pl.grouped) r.tile_m = pl.tile_m;
-    QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
-                                             r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
-                                             r.slot_row.data<int32_t>(), ctx.stream));
+    const ops::cu::ElemType logits_type = ops::cu::elem_type(logits.dtype());
+    static const bool route_align = env_switch_on("QLM_MOE_ROUTE_ALIGN");  // 0: two launches (A/B measurements)
+    if (route_align && T <= ops::cu::kMoeRouteAlignMaxTokens) {            // one launch for both
+      QLM_CUDA_CHECK(ops::cu::launch_moe_route_align(
+          logits.raw_data(), logits_type, T, E, k, cfg_.renormalize, r.tile_m, ids.data<int32_t>(),
+          r.weights.data<float>(), r.offsets.data<int32_t>(), r.tile_offsets.data<int32_t>(),
+          r.row_token.data<int32_t>(), r.slot_row.data<int32_t>(), ctx.stream));
+    } else {
+      QLM_CUDA_CHECK(ops::cu::launch_moe_route(logits.raw_data(), logits_type, T, E, k, cfg_.renormalize,
+                                               ids.data<int32_t>(), r.weights.data<float>(), ctx.stream));
+      QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
+                                               r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
+                                               r.slot_row.data<int32_t>(), ctx.stream));
+    }
     if (pl.grouped) {
       run_grouped(x, r, pl.mma, y, ctx);
     } else {

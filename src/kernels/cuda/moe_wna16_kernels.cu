@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_dequant.cuh"
 
 namespace qlm::cuda {
@@ -47,6 +48,7 @@ template <typename T, typename O>
 __global__ void __launch_bounds__(kGatherColumns)
     gather_kernel(const T* __restrict__ x, int64_t K, const int32_t* __restrict__ row_token, MoeWna16Experts ex,
                   int64_t stride, O* __restrict__ xf) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
@@ -63,6 +65,7 @@ template <int BITS, int MT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemm_kernel(MoeWna16Experts ex, const float* __restrict__ xf, int64_t stride, int64_t N, int64_t chunks_per_warp,
                 float* __restrict__ partial) {
+  pdl_enter();
   const int64_t tile = blockIdx.y;
   if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return;  // uniform: the whole block leaves
   const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
@@ -95,6 +98,7 @@ template <typename O>
 __global__ void __launch_bounds__(kGatherColumns)
     silu_gather_kernel(const float* __restrict__ partial, int splits, int64_t width, MoeWna16Experts ex, int64_t stride,
                        O* __restrict__ af) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
@@ -120,8 +124,7 @@ cudaError_t gemm(const MoeWna16Experts& ex, int64_t N, int64_t N_pad, int64_t ma
                  int64_t stride, int splits, int64_t cpw, float* partial, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((N_pad + kGemvColumns - 1) / kGemvColumns), static_cast<unsigned>(max_tiles),
                   static_cast<unsigned>(splits));
-  gemm_kernel<BITS, MT><<<grid, kGemvWarps * 32, 0, stream>>>(ex, xf, stride, N, cpw, partial);
-  return cudaGetLastError();
+  return launch_pdl(gemm_kernel<BITS, MT>, grid, kGemvWarps * 32, 0, stream, ex, xf, stride, N, cpw, partial);
 }
 
 template <int BITS>
@@ -157,8 +160,10 @@ cudaError_t launch_moe_wna16_gather(const void* x, Wna16Act act, int64_t K, cons
     return cudaErrorInvalidValue;
   with_act_type(act, [&](auto in) {
     with_act_type(out, [&](auto o) {
-      gather_kernel<<<grid, kGatherColumns, 0, stream>>>(static_cast<const std::remove_pointer_t<decltype(in)>*>(x), K,
-                                                         row_token, ex, stride, static_cast<decltype(o)>(xout));
+      using In = std::remove_pointer_t<decltype(in)>;
+      using Out = std::remove_pointer_t<decltype(o)>;
+      launch_pdl(gather_kernel<In, Out>, grid, kGatherColumns, 0, stream, static_cast<const In*>(x), K, row_token, ex,
+                 stride, static_cast<Out*>(xout));
     });
   });
   return cudaGetLastError();
@@ -185,8 +190,9 @@ cudaError_t launch_moe_wna16_silu_gather(const float* partial, int splits, int64
   if (splits < 1 || !gather_grid(w2.rows_total, stride, &grid) || (out != Wna16Act::F32 && stride % 8 != 0))
     return cudaErrorInvalidValue;
   with_act_type(out, [&](auto o) {
-    silu_gather_kernel<<<grid, kGatherColumns, 0, stream>>>(partial, splits, width, w2, stride,
-                                                            static_cast<decltype(o)>(af));
+    using Out = std::remove_pointer_t<decltype(o)>;
+    launch_pdl(silu_gather_kernel<Out>, grid, kGatherColumns, 0, stream, partial, splits, width, w2, stride,
+               static_cast<Out*>(af));
   });
   return cudaGetLastError();
 }

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_fast_device.cuh"
 
 namespace qlm::cuda {
@@ -185,6 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                float* __restrict__ partial) {
   constexpr int U = kStepsInFlight;
   constexpr bool XPRE = NT <= 2;
+  pdl_enter();
   TileSetup<NT> s;
   if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
   Accumulators<BF16, NT> a;
@@ -227,12 +229,11 @@ template <bool BF16>
 cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
                          int64_t cps, float* partial, cudaStream_t stream) {
   switch (ex.tile_m) {
-    case 8: mma_kernel<BF16, 1><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
-    case 16: mma_kernel<BF16, 2><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
-    case 32: mma_kernel<BF16, 4><<<grid, kWarps * 32, 0, stream>>>(ex, xb, stride, N, cps, partial); break;
+    case 8: return launch_pdl(mma_kernel<BF16, 1>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 16: return launch_pdl(mma_kernel<BF16, 2>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 32: return launch_pdl(mma_kernel<BF16, 4>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace

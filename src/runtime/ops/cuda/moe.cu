@@ -10,14 +10,12 @@ namespace {
 
 constexpr int kRouteWarps = 4;
 
-// One warp per token. Lane l holds experts l, l + 32, ...; bit i of `taken` marks expert l + 32 i.
-// NaN logits never win (they count as -inf); every token gets top_k distinct experts.
+// Token t's experts and weights, by one warp. Lane l holds experts l, l + 32, ...; bit i of `taken` marks expert
+// l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts.
 template <ElemType T>
-__global__ void route_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize, int32_t* ids,
-                             float* weights) {
+__device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
+                            float* weights) {
   const int lane = threadIdx.x & 31;
-  const int64_t t = blockIdx.x * int64_t{kRouteWarps} + threadIdx.x / 32;
-  if (t >= tokens) return;
   const int64_t base = t * experts;
   auto logit = [&](int e) {
     const float v = load_elem<T>(logits, base + e);
@@ -60,37 +58,94 @@ __global__ void route_kernel(const void* logits, int64_t tokens, int experts, in
   }
 }
 
-__global__ void align_kernel(const int32_t* ids, int64_t slots, int64_t top_k, int experts, int64_t tile_m,
-                             int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row) {
+template <ElemType T>
+__global__ void route_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize, int32_t* ids,
+                             float* weights) {
+  pdl_enter();
+  const int64_t t = blockIdx.x * int64_t{kRouteWarps} + threadIdx.x / 32;
+  if (t < tokens) route_token<T>(logits, t, experts, top_k, renormalize, ids, weights);
+}
+
+// The grouping of launch_moe_align by one block of kAlignThreads threads (a thread per expert in the prefix sums):
+// counts per expert, their exclusive prefix sums (rows and tiles), then every slot's row. Shared memory: 2 x experts
+// int32.
+constexpr int kAlignThreads = 1024;
+static_assert(kMoeMaxExperts <= kAlignThreads, "the prefix sums take one thread per expert");
+static_assert(kAlignThreads == 32 * 32, "warp 0 scans one total per warp");
+
+__device__ void align_block(const int32_t* ids, int64_t slots, int64_t top_k, int experts, int64_t tile_m,
+                            int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row) {
   extern __shared__ int32_t shared[];
+  __shared__ int32_t warp_rows[kAlignThreads / 32], warp_tiles[kAlignThreads / 32];
   int32_t* counts = shared;
   int32_t* cursor = shared + experts;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) counts[e] = 0;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int e = tid; e < experts; e += kAlignThreads) counts[e] = 0;
   __syncthreads();
-  for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) atomicAdd(&counts[ids[s]], 1);
+  for (int64_t s = tid; s < slots; s += kAlignThreads) atomicAdd(&counts[ids[s]], 1);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t row = 0, tile = 0;
-    for (int e = 0; e < experts; ++e) {
-      offsets[e] = row;
-      tile_offsets[e] = tile;
-      cursor[e] = row;
-      row += counts[e];
-      tile += static_cast<int32_t>((counts[e] + tile_m - 1) / tile_m);
+  // Inclusive scans of (rows, tiles) over the experts: within each warp, then over the warps' totals.
+  const int32_t count = tid < experts ? counts[tid] : 0;
+  const int32_t tiles = static_cast<int32_t>((count + tile_m - 1) / tile_m);
+  int32_t rows_in = count, tiles_in = tiles;
+  for (int off = 1; off < 32; off <<= 1) {
+    const int32_t r = __shfl_up_sync(0xffffffffu, rows_in, off), t = __shfl_up_sync(0xffffffffu, tiles_in, off);
+    if (lane >= off) rows_in += r, tiles_in += t;
+  }
+  if (lane == 31) warp_rows[warp] = rows_in, warp_tiles[warp] = tiles_in;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t r = warp_rows[lane], t = warp_tiles[lane];
+    for (int off = 1; off < 32; off <<= 1) {
+      const int32_t ro = __shfl_up_sync(0xffffffffu, r, off), to = __shfl_up_sync(0xffffffffu, t, off);
+      if (lane >= off) r += ro, t += to;
     }
-    offsets[experts] = row;
-    tile_offsets[experts] = tile;
+    warp_rows[lane] = r;  // inclusive over warps 0..lane
+    warp_tiles[lane] = t;
   }
   __syncthreads();
-  for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {
+  if (warp > 0) rows_in += warp_rows[warp - 1], tiles_in += warp_tiles[warp - 1];
+  if (tid < experts) {
+    offsets[tid] = rows_in - count;
+    tile_offsets[tid] = tiles_in - tiles;
+    cursor[tid] = rows_in - count;
+    if (tid == experts - 1) {
+      offsets[experts] = rows_in;
+      tile_offsets[experts] = tiles_in;
+    }
+  }
+  __syncthreads();
+  for (int64_t s = tid; s < slots; s += kAlignThreads) {
     const int32_t pos = atomicAdd(&cursor[ids[s]], 1);
     row_token[pos] = static_cast<int32_t>(s / top_k);
     slot_row[s] = pos;
   }
 }
 
+__global__ void __launch_bounds__(kAlignThreads)
+    align_kernel(const int32_t* ids, int64_t slots, int64_t top_k, int experts, int64_t tile_m, int32_t* offsets,
+                 int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row) {
+  pdl_enter();
+  align_block(ids, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row);
+}
+
+// Both in one block, for few tokens: its warps route the tokens (each warp's ids reach the whole block at the
+// barrier), then the block groups them.
+template <ElemType T>
+__global__ void __launch_bounds__(kAlignThreads)
+    route_align_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize, int64_t tile_m,
+                       int32_t* ids, float* weights, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
+                       int32_t* slot_row) {
+  pdl_enter();
+  for (int64_t t = threadIdx.x / 32; t < tokens; t += kAlignThreads / 32)
+    route_token<T>(logits, t, experts, top_k, renormalize, ids, weights);
+  __syncthreads();
+  align_block(ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row);
+}
+
 template <ElemType T>
 __global__ void gather_rows_kernel(const void* x, const int32_t* row_token, int64_t rows, int64_t width, void* out) {
+  pdl_enter();
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width, c = i - r * width;
@@ -101,6 +156,7 @@ __global__ void gather_rows_kernel(const void* x, const int32_t* row_token, int6
 template <ElemType T>
 __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total, const int32_t* slot_row,
                                const float* weights, int64_t tokens, int64_t top_k, int64_t width, float* y) {
+  pdl_enter();
   const int64_t n = tokens * width;
   const int64_t split_stride = rows_total * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -118,6 +174,7 @@ __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total,
 
 template <ElemType S, ElemType G>
 __global__ void add_gated_kernel(float* y, const void* shared, const void* gate, int64_t tokens, int64_t width) {
+  pdl_enter();
   const int64_t n = tokens * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = load_elem<G>(gate, i / width);
@@ -136,8 +193,8 @@ cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, 
   if (tokens == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>((tokens + kRouteWarps - 1) / kRouteWarps);
   return dispatch(type, [&](auto tag) {
-    route_kernel<decltype(tag)::value><<<grid, kRouteWarps * 32, 0, stream>>>(
-        logits, tokens, static_cast<int>(experts), static_cast<int>(top_k), renormalize, ids, weights);
+    launch_pdl(route_kernel<decltype(tag)::value>, grid, kRouteWarps * 32, 0, stream, logits, tokens,
+               static_cast<int>(experts), static_cast<int>(top_k), renormalize, ids, weights);
   });
 }
 
@@ -147,17 +204,32 @@ cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, i
   if (experts < 1 || experts > kMoeMaxExperts || tile_m < 1 || top_k < 1 || slots > INT_MAX)
     return cudaErrorInvalidValue;
   const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
-  align_kernel<<<1, 1024, smem, stream>>>(ids, slots, top_k, static_cast<int>(experts), tile_m, offsets, tile_offsets,
-                                          row_token, slot_row);
-  return cudaGetLastError();
+  return launch_pdl(align_kernel, 1, kAlignThreads, smem, stream, ids, slots, top_k, static_cast<int>(experts), tile_m,
+                    offsets, tile_offsets, row_token, slot_row);
+}
+
+cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
+                                   bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
+                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, cudaStream_t stream) {
+  if (experts < 1 || experts > kMoeMaxExperts || top_k < 1 || top_k > kMoeMaxTopK || top_k > experts || tile_m < 1 ||
+      tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
+    return cudaErrorInvalidValue;
+  const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
+  cudaError_t launched = cudaSuccess;
+  const cudaError_t dispatched = dispatch(type, [&](auto tag) {
+    launched = launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,
+                          static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights,
+                          offsets, tile_offsets, row_token, slot_row);
+  });
+  return dispatched != cudaSuccess ? dispatched : launched;
 }
 
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,
                                    void* out, cudaStream_t stream) {
   if (rows * width == 0) return cudaSuccess;
   return dispatch(type, [&](auto tag) {
-    gather_rows_kernel<decltype(tag)::value>
-        <<<grid_for(rows * width, kBlock), kBlock, 0, stream>>>(x, row_token, rows, width, out);
+    launch_pdl(gather_rows_kernel<decltype(tag)::value>, grid_for(rows * width, kBlock), kBlock, 0, stream, x,
+               row_token, rows, width, out);
   });
 }
 
@@ -167,8 +239,8 @@ cudaError_t launch_moe_combine(const void* rows, ElemType type, int splits, int6
   if (splits < 1) return cudaErrorInvalidValue;
   if (tokens * width == 0) return cudaSuccess;
   return dispatch(type, [&](auto tag) {
-    combine_kernel<decltype(tag)::value><<<grid_for(tokens * width, kBlock), kBlock, 0, stream>>>(
-        rows, splits, rows_total, slot_row, weights, tokens, top_k, width, y);
+    launch_pdl(combine_kernel<decltype(tag)::value>, grid_for(tokens * width, kBlock), kBlock, 0, stream, rows, splits,
+               rows_total, slot_row, weights, tokens, top_k, width, y);
   });
 }
 
@@ -178,8 +250,8 @@ cudaError_t launch_moe_add_gated(float* y, const void* shared, ElemType shared_t
   cudaError_t inner = cudaSuccess;
   const cudaError_t outer = dispatch(shared_type, [&](auto s) {
     inner = dispatch(gate_type, [&](auto g) {
-      add_gated_kernel<decltype(s)::value, decltype(g)::value>
-          <<<grid_for(tokens * width, kBlock), kBlock, 0, stream>>>(y, shared, gate, tokens, width);
+      launch_pdl(add_gated_kernel<decltype(s)::value, decltype(g)::value>, grid_for(tokens * width, kBlock), kBlock, 0,
+                 stream, y, shared, gate, tokens, width);
     });
   });
   return outer != cudaSuccess ? outer : inner;

@@ -1,6 +1,7 @@
 // Plain launchers of the mixture-of-experts routing kernels on CUDA (C++17, no qlm headers): the
-// softmax top-k router, the grouping of slots by expert (counts, prefix sums, permutation), the
-// row gather, the weighted combine back into token order and the Qwen2-MoE shared-expert gate.
+// softmax top-k router, the grouping of slots by expert (counts, prefix sums, permutation), both in one
+// launch for few tokens, the row gather, the weighted combine back into token order and the Qwen2-MoE
+// shared-expert gate. Every kernel is launched with programmatic dependent launch (elem.cuh).
 // A slot is token * top_k + j. "Rows" are slots in expert order: expert e owns rows
 // [offsets[e], offsets[e + 1]); its tiles of `tile_m` rows are [tile_offsets[e], tile_offsets[e + 1]).
 // Every launcher enqueues on `stream` and returns the launch status.
@@ -29,6 +30,13 @@ cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, 
 cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, int64_t experts, int64_t tile_m,
                              int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
                              cudaStream_t stream);
+
+// launch_moe_route then launch_moe_align in one block (one launch instead of two), for 1 to
+// kMoeRouteAlignMaxTokens tokens: the same ids, weights, offsets and tile_offsets, and rows grouped the same way.
+inline constexpr int64_t kMoeRouteAlignMaxTokens = 32;
+cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
+                                   bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
+                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, cudaStream_t stream);
 
 // out[r, :] = x[row_token[r], :] for `rows` rows of `width` elements of `type`.
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,

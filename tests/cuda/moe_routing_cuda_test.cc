@@ -1,0 +1,178 @@
+// The MoE routing kernels on their own (runtime/ops/cuda/moe_launch.h): the router and the grouping as two launches
+// (launch_moe_route, launch_moe_align) and as one (launch_moe_route_align), against the host's select_experts, for
+// 4 to 1024 experts, top-1 to top-8, 1 to 32 tokens (the fused launch's range) and 300 (two launches only), F32 and
+// BF16 logits with ties, renormalised or not, 1- to 32-row tiles: the same experts in the same order, weights
+// within float rounding of the host's double math, expert and tile offsets equal to the host's counts, and every
+// slot's row inside its expert's rows with that row naming the slot's token (the rows of one expert come in no
+// particular order). Outputs start from memory filled with -1 (NaN for the weights). Skipped without a visible GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "kernels/moe_kernel.h"
+
+#ifdef QLM_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/context.h"
+#include "runtime/ops/cuda/elem_type.h"
+#include "runtime/ops/cuda/moe_launch.h"
+#endif
+
+namespace qlm {
+namespace {
+
+#ifdef QLM_WITH_CUDA
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device visible"
+
+struct RoutingCase {
+  int64_t experts, top_k, tokens, tile_m;
+  DType logits_type;
+  bool renormalize;
+};
+
+std::string case_str(const RoutingCase& c) {
+  return "E=" + std::to_string(c.experts) + " k=" + std::to_string(c.top_k) + " T=" + std::to_string(c.tokens) +
+         " tile_m=" + std::to_string(c.tile_m) + " " + std::string(dtype_name(c.logits_type)) +
+         (c.renormalize ? " renormalized" : "");
+}
+
+// Device buffers of one grouping, filled with 0xFF bytes first.
+struct Grouping {
+  Tensor ids, weights, offsets, tile_offsets, row_token, slot_row;
+  Grouping(int64_t E, int64_t R) {
+    ids = filled(R);
+    weights = Tensor::from_vector(std::vector<float>(static_cast<size_t>(R), NAN), {R}).to_device(Device::cuda(0));
+    offsets = filled(E + 1);
+    tile_offsets = filled(E + 1);
+    row_token = filled(R);
+    slot_row = filled(R);
+  }
+  static Tensor filled(int64_t n) {  // -1 in every int32
+    return Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(n), -1), {n}).to_device(Device::cuda(0));
+  }
+};
+
+template <typename T>
+std::vector<T> host(const Tensor& t) {
+  const Tensor h = t.to_device(Device::cpu());
+  return std::vector<T>(h.data<T>(), h.data<T>() + h.numel());
+}
+
+// The grouping `g` against the host routing `want`.
+void check_grouping(const Grouping& g, const MoERouting& want, int64_t tile_m, const std::string& what) {
+  const int64_t E = want.num_experts, k = want.top_k, R = want.tokens * k;
+  const std::vector<int32_t> ids = host<int32_t>(g.ids), offsets = host<int32_t>(g.offsets),
+                             tile_offsets = host<int32_t>(g.tile_offsets), row_token = host<int32_t>(g.row_token),
+                             slot_row = host<int32_t>(g.slot_row);
+  const std::vector<float> weights = host<float>(g.weights);
+  for (int64_t s = 0; s < R; ++s) {
+    ASSERT_EQ(ids[s], want.topk_ids[s]) << what << ": slot " << s;
+    EXPECT_NEAR(weights[s], want.topk_weights[s], 1e-6f * std::abs(want.topk_weights[s]) + 1e-30f)
+        << what << ": slot " << s;
+  }
+  int64_t tiles = 0;
+  for (int64_t e = 0; e <= E; ++e) {
+    ASSERT_EQ(offsets[e], want.expert_offsets[e]) << what << ": expert " << e;
+    ASSERT_EQ(tile_offsets[e], tiles) << what << ": expert " << e;
+    if (e < E) tiles += (want.tokens_of(e) + tile_m - 1) / tile_m;
+  }
+  std::vector<int> seen(static_cast<size_t>(R), 0);
+  for (int64_t s = 0; s < R; ++s) {
+    const int32_t row = slot_row[s], e = ids[s];
+    ASSERT_TRUE(row >= offsets[e] && row < offsets[e + 1]) << what << ": slot " << s << " in row " << row;
+    ASSERT_EQ(row_token[row], s / k) << what << ": row " << row;
+    ++seen[static_cast<size_t>(row)];
+  }
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }))
+      << what << ": rows not a permutation";
+}
+
+void run_case(const RoutingCase& c, uint64_t seed) {
+  const std::string what = case_str(c);
+  const Device gpu = Device::cuda(0);
+  const int64_t E = c.experts, T = c.tokens, k = c.top_k, R = T * k;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(static_cast<size_t>(T * E));
+  for (float& v : logits) v = normal(rng);
+  for (int64_t t = 0; t < T; ++t) logits[t * E + (t + 1) % E] = logits[t * E + t % E];  // a tie in every token
+  const Tensor rounded = Tensor::from_vector(logits, {T, E}).to(c.logits_type);
+  const MoERouting want = select_experts(rounded.to(DType::F32), k, c.renormalize);
+  const Tensor l = rounded.to_device(gpu);
+  const ops::cu::ElemType type = ops::cu::elem_type(c.logits_type);
+  cudaStream_t stream = cuda::context(0).stream;
+
+  Grouping two(E, R);
+  ASSERT_EQ(ops::cu::launch_moe_route(l.raw_data(), type, T, E, k, c.renormalize, two.ids.data<int32_t>(),
+                                      two.weights.data<float>(), stream),
+            cudaSuccess)
+      << what;
+  ASSERT_EQ(ops::cu::launch_moe_align(two.ids.data<int32_t>(), R, k, E, c.tile_m, two.offsets.data<int32_t>(),
+                                      two.tile_offsets.data<int32_t>(), two.row_token.data<int32_t>(),
+                                      two.slot_row.data<int32_t>(), stream),
+            cudaSuccess)
+      << what;
+  check_grouping(two, want, c.tile_m, what + " (two launches)");
+
+  Grouping one(E, R);
+  const cudaError_t fused = ops::cu::launch_moe_route_align(
+      l.raw_data(), type, T, E, k, c.renormalize, c.tile_m, one.ids.data<int32_t>(), one.weights.data<float>(),
+      one.offsets.data<int32_t>(), one.tile_offsets.data<int32_t>(), one.row_token.data<int32_t>(),
+      one.slot_row.data<int32_t>(), stream);
+  if (T > ops::cu::kMoeRouteAlignMaxTokens) {
+    EXPECT_EQ(fused, cudaErrorInvalidValue) << what << ": more tokens than the fused launch takes";
+    return;
+  }
+  ASSERT_EQ(fused, cudaSuccess) << what;
+  check_grouping(one, want, c.tile_m, what + " (one launch)");
+  // The same weights bit for bit: both launches run the same router code.
+  EXPECT_EQ(host<float>(one.weights), host<float>(two.weights)) << what;
+}
+
+TEST(CudaMoeRouting, OneAndTwoLaunchesMatchTheHost) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 1;
+  for (const int64_t E : {4, 8, 60, 128, 256, 1024})
+    for (const int64_t k : {1, 2, 8})
+      for (const int64_t T : {1, 5, 31, 32, 300}) {
+        if (k > E) continue;
+        const int64_t tile_m = std::vector<int64_t>{1, 8, 16, 32}[seed % 4];
+        const DType type = seed % 2 == 0 ? DType::BF16 : DType::F32;
+        run_case({E, k, T, tile_m, type, seed % 3 != 0}, seed);
+        ++seed;
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+}
+
+TEST(CudaMoeRouting, FusedLaunchRefusesWhatItCannotRun) {
+  SKIP_WITHOUT_GPU();
+  Grouping g(8, 64);
+  const Tensor l = Tensor::zeros({33, 8}, DType::F32).to_device(Device::cuda(0));
+  cudaStream_t stream = cuda::context(0).stream;
+  const auto launch = [&](int64_t T, int64_t E, int64_t k, int64_t tile_m) {
+    const cudaError_t r = ops::cu::launch_moe_route_align(
+        l.raw_data(), ops::cu::ElemType::F32, T, E, k, true, tile_m, g.ids.data<int32_t>(), g.weights.data<float>(),
+        g.offsets.data<int32_t>(), g.tile_offsets.data<int32_t>(), g.row_token.data<int32_t>(),
+        g.slot_row.data<int32_t>(), stream);
+    return r;
+  };
+  EXPECT_EQ(launch(33, 8, 2, 8), cudaErrorInvalidValue);  // tokens past kMoeRouteAlignMaxTokens
+  EXPECT_EQ(launch(0, 8, 2, 8), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(4, 8, 9, 8), cudaErrorInvalidValue);  // top-k above the experts
+  EXPECT_EQ(launch(4, 8, 2, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(4, ops::cu::kMoeMaxExperts + 1, 2, 8), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(4, 8, 2, 8), cudaSuccess);
+}
+
+#endif  // QLM_WITH_CUDA
+
+}  // namespace
+}  // namespace qlm
