@@ -4,7 +4,8 @@
 // BF16 logits with ties, renormalised or not, 1- to 32-row tiles: the same experts in the same order, weights
 // within float rounding of the host's double math, expert and tile offsets equal to the host's counts, and every
 // slot's row inside its expert's rows with that row naming the slot's token (the rows of one expert come in no
-// particular order). Outputs start from memory filled with -1 (NaN for the weights). Skipped without a visible GPU.
+// particular order), every row's and tile's expert, and no tile past the last written. Outputs start from memory filled
+// with -1 (NaN for the weights). Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,16 +45,18 @@ std::string case_str(const RoutingCase& c) {
          (c.renormalize ? " renormalized" : "");
 }
 
-// Device buffers of one grouping, filled with 0xFF bytes first.
+// Device buffers of one grouping (tiles of tile_m rows), filled with -1 first.
 struct Grouping {
-  Tensor ids, weights, offsets, tile_offsets, row_token, slot_row;
-  Grouping(int64_t E, int64_t R) {
+  Tensor ids, weights, offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert;
+  Grouping(int64_t E, int64_t R, int64_t tile_m) {
     ids = filled(R);
     weights = Tensor::from_vector(std::vector<float>(static_cast<size_t>(R), NAN), {R}).to_device(Device::cuda(0));
     offsets = filled(E + 1);
     tile_offsets = filled(E + 1);
     row_token = filled(R);
     slot_row = filled(R);
+    row_expert = filled(R);
+    tile_expert = filled((R + tile_m - 1) / tile_m + E);  // the bound launch_moe_align states
   }
   static Tensor filled(int64_t n) {  // -1 in every int32
     return Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(n), -1), {n}).to_device(Device::cuda(0));
@@ -71,7 +74,8 @@ void check_grouping(const Grouping& g, const MoERouting& want, int64_t tile_m, c
   const int64_t E = want.num_experts, k = want.top_k, R = want.tokens * k;
   const std::vector<int32_t> ids = host<int32_t>(g.ids), offsets = host<int32_t>(g.offsets),
                              tile_offsets = host<int32_t>(g.tile_offsets), row_token = host<int32_t>(g.row_token),
-                             slot_row = host<int32_t>(g.slot_row);
+                             slot_row = host<int32_t>(g.slot_row), row_expert = host<int32_t>(g.row_expert),
+                             tile_expert = host<int32_t>(g.tile_expert);
   const std::vector<float> weights = host<float>(g.weights);
   for (int64_t s = 0; s < R; ++s) {
     ASSERT_EQ(ids[s], want.topk_ids[s]) << what << ": slot " << s;
@@ -93,6 +97,14 @@ void check_grouping(const Grouping& g, const MoERouting& want, int64_t tile_m, c
   }
   EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }))
       << what << ": rows not a permutation";
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t row = offsets[e]; row < offsets[e + 1]; ++row)
+      ASSERT_EQ(row_expert[row], e) << what << ": row " << row;
+    for (int64_t tile = tile_offsets[e]; tile < tile_offsets[e + 1]; ++tile)
+      ASSERT_EQ(tile_expert[tile], e) << what << ": tile " << tile;
+  }
+  for (size_t tile = static_cast<size_t>(tile_offsets[E]); tile < tile_expert.size(); ++tile)
+    ASSERT_EQ(tile_expert[tile], -1) << what << ": tile " << tile << " past the last was written";
 }
 
 void run_case(const RoutingCase& c, uint64_t seed) {
@@ -110,23 +122,24 @@ void run_case(const RoutingCase& c, uint64_t seed) {
   const ops::cu::ElemType type = ops::cu::elem_type(c.logits_type);
   cudaStream_t stream = cuda::context(0).stream;
 
-  Grouping two(E, R);
+  Grouping two(E, R, c.tile_m);
   ASSERT_EQ(ops::cu::launch_moe_route(l.raw_data(), type, T, E, k, c.renormalize, two.ids.data<int32_t>(),
                                       two.weights.data<float>(), stream),
             cudaSuccess)
       << what;
   ASSERT_EQ(ops::cu::launch_moe_align(two.ids.data<int32_t>(), R, k, E, c.tile_m, two.offsets.data<int32_t>(),
                                       two.tile_offsets.data<int32_t>(), two.row_token.data<int32_t>(),
-                                      two.slot_row.data<int32_t>(), stream),
+                                      two.slot_row.data<int32_t>(), two.row_expert.data<int32_t>(),
+                                      two.tile_expert.data<int32_t>(), stream),
             cudaSuccess)
       << what;
   check_grouping(two, want, c.tile_m, what + " (two launches)");
 
-  Grouping one(E, R);
+  Grouping one(E, R, c.tile_m);
   const cudaError_t fused = ops::cu::launch_moe_route_align(
       l.raw_data(), type, T, E, k, c.renormalize, c.tile_m, one.ids.data<int32_t>(), one.weights.data<float>(),
       one.offsets.data<int32_t>(), one.tile_offsets.data<int32_t>(), one.row_token.data<int32_t>(),
-      one.slot_row.data<int32_t>(), stream);
+      one.slot_row.data<int32_t>(), one.row_expert.data<int32_t>(), one.tile_expert.data<int32_t>(), stream);
   if (T > ops::cu::kMoeRouteAlignMaxTokens) {
     EXPECT_EQ(fused, cudaErrorInvalidValue) << what << ": more tokens than the fused launch takes";
     return;
@@ -154,14 +167,14 @@ TEST(CudaMoeRouting, OneAndTwoLaunchesMatchTheHost) {
 
 TEST(CudaMoeRouting, FusedLaunchRefusesWhatItCannotRun) {
   SKIP_WITHOUT_GPU();
-  Grouping g(8, 64);
+  Grouping g(8, 64, 1);
   const Tensor l = Tensor::zeros({33, 8}, DType::F32).to_device(Device::cuda(0));
   cudaStream_t stream = cuda::context(0).stream;
   const auto launch = [&](int64_t T, int64_t E, int64_t k, int64_t tile_m) {
     const cudaError_t r = ops::cu::launch_moe_route_align(
         l.raw_data(), ops::cu::ElemType::F32, T, E, k, true, tile_m, g.ids.data<int32_t>(), g.weights.data<float>(),
         g.offsets.data<int32_t>(), g.tile_offsets.data<int32_t>(), g.row_token.data<int32_t>(),
-        g.slot_row.data<int32_t>(), stream);
+        g.slot_row.data<int32_t>(), g.row_expert.data<int32_t>(), g.tile_expert.data<int32_t>(), stream);
     return r;
   };
   EXPECT_EQ(launch(33, 8, 2, 8), cudaErrorInvalidValue);  // tokens past kMoeRouteAlignMaxTokens

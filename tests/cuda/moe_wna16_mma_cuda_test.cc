@@ -110,10 +110,13 @@ void run_case(const MmaCase& c, uint64_t seed) {
 
   // Routing: expert e owns rows offsets[e] .. offsets[e + 1], each row some token of T.
   const int64_t T = 6;
-  std::vector<int32_t> offsets = {0}, tile_offsets = {0};
-  for (int r : c.rows) {
+  std::vector<int32_t> offsets = {0}, tile_offsets = {0}, row_expert, tile_expert;
+  for (int e = 0; e < E; ++e) {
+    const int r = c.rows[static_cast<size_t>(e)], tiles = (r + c.tile_m - 1) / c.tile_m;
     offsets.push_back(offsets.back() + r);
-    tile_offsets.push_back(tile_offsets.back() + (r + c.tile_m - 1) / c.tile_m);
+    tile_offsets.push_back(tile_offsets.back() + tiles);
+    row_expert.insert(row_expert.end(), static_cast<size_t>(r), e);
+    tile_expert.insert(tile_expert.end(), static_cast<size_t>(tiles), e);
   }
   const int64_t R = offsets.back();
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -122,11 +125,16 @@ void run_case(const MmaCase& c, uint64_t seed) {
   const Tensor x_act = Tensor::from_vector(testing::random_inputs(T, c.K, seed + 100), {T, c.K}).to(c.act);  // rounded
   const std::vector<float> x = x_act.to_float_vector();
 
-  const Tensor off_d = on_gpu_i32(offsets), tile_d = on_gpu_i32(tile_offsets), tok_d = on_gpu_i32(row_token);
+  const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + E;
+  tile_expert.resize(static_cast<size_t>(max_tiles), -1);  // the grid's tiles past the last: never read as experts
+  const Tensor off_d = on_gpu_i32(offsets), tile_d = on_gpu_i32(tile_offsets), tok_d = on_gpu_i32(row_token),
+               row_e = on_gpu_i32(row_expert), tile_e = on_gpu_i32(tile_expert);
   const cuda::MoeWna16Experts ex{.table = reinterpret_cast<const cuda::Wna16DeviceWeights*>(table.raw_data()),
                                  .num_experts = E,
                                  .offsets = off_d.data<int32_t>(),
                                  .tile_offsets = tile_d.data<int32_t>(),
+                                 .row_expert = row_e.data<int32_t>(),
+                                 .tile_expert = tile_e.data<int32_t>(),
                                  .rows_total = R,
                                  .tile_m = c.tile_m};
   const cuda::Wna16Act act = wna16_act(c.act);
@@ -139,7 +147,6 @@ void run_case(const MmaCase& c, uint64_t seed) {
   const int splits = static_cast<int>((chunks + cps - 1) / cps);
   Tensor partial = Tensor::from_vector(std::vector<float>(static_cast<size_t>(splits * R * c.N), NAN), {splits, R, c.N})
                        .to_device(gpu);
-  const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + E;
   CUDA_OK(cuda::launch_moe_wna16_mma(ex, act, c.N, N_pad, max_tiles, xb.raw_data(), stride, splits, cps,
                                      partial.data<float>(), stream));
   cuda::synchronize(0);  // throws on a kernel fault

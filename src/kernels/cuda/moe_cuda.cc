@@ -225,27 +225,33 @@ class CudaGroupedMoE final : public MoEKernel {
     Tensor y = Tensor::empty({T, H}, DType::F32, dev);
     if (T == 0) return y;
     Tensor ids = Tensor::empty({R}, DType::I32, dev);
+    const GroupedPlan pl = plan(T);
+    const int64_t tile_m = pl.grouped ? pl.tile_m : 1;
+    const int64_t max_tiles = (R + tile_m - 1) / tile_m + E;  // the tiles of every expert, each rounded up
     Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .row_token = Tensor::empty({R}, DType::I32, dev),
              .slot_row = Tensor::empty({R}, DType::I32, dev),
+             .row_expert = Tensor::empty({R}, DType::I32, dev),
+             .tile_expert = Tensor::empty({max_tiles}, DType::I32, dev),
              .weights = Tensor::empty({R}, DType::F32, dev),
-             .tile_m = 1};
-    const GroupedPlan pl = plan(T);
-    if (pl.grouped) r.tile_m = pl.tile_m;
+             .tile_m = tile_m,
+             .max_tiles = max_tiles};
     const ops::cu::ElemType logits_type = ops::cu::elem_type(logits.dtype());
     static const bool route_align = env_switch_on("QLM_MOE_ROUTE_ALIGN");  // 0: two launches (A/B measurements)
     if (route_align && T <= ops::cu::kMoeRouteAlignMaxTokens) {            // one launch for both
       QLM_CUDA_CHECK(ops::cu::launch_moe_route_align(
           logits.raw_data(), logits_type, T, E, k, cfg_.renormalize, r.tile_m, ids.data<int32_t>(),
           r.weights.data<float>(), r.offsets.data<int32_t>(), r.tile_offsets.data<int32_t>(),
-          r.row_token.data<int32_t>(), r.slot_row.data<int32_t>(), ctx.stream));
+          r.row_token.data<int32_t>(), r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
+          r.tile_expert.data<int32_t>(), ctx.stream));
     } else {
       QLM_CUDA_CHECK(ops::cu::launch_moe_route(logits.raw_data(), logits_type, T, E, k, cfg_.renormalize,
                                                ids.data<int32_t>(), r.weights.data<float>(), ctx.stream));
       QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
                                                r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
-                                               r.slot_row.data<int32_t>(), ctx.stream));
+                                               r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
+                                               r.tile_expert.data<int32_t>(), ctx.stream));
     }
     if (pl.grouped) {
       run_grouped(x, r, pl.mma, y, ctx);
@@ -282,17 +288,17 @@ class CudaGroupedMoE final : public MoEKernel {
     return {true, mma, tile_m};
   }
 
-  // The routing on the device (launch_moe_align's outputs).
+  // The routing on the device (launch_moe_align's outputs); tile_expert has max_tiles entries.
   struct Routed {
-    Tensor offsets, tile_offsets, row_token, slot_row, weights;
-    int64_t tile_m = 1;
+    Tensor offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert, weights;
+    int64_t tile_m = 1, max_tiles = 0;
   };
 
   void run_grouped(const Tensor& x, const Routed& r, bool mma, Tensor& y, cuda::Context& ctx) const {
     const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;
     const int64_t I_p = cfg_.intermediate_per_partition;
     const Device dev = cfg_.device;
-    const int64_t max_tiles = (R + r.tile_m - 1) / r.tile_m + E;
+    const int64_t max_tiles = r.max_tiles;
     // Expected tiles: the GEMV's plan counts the whole tiles, the tensor-core kernel's one per active expert more.
     const int64_t tiles = mma ? std::min(R, E) + R / r.tile_m : (R + r.tile_m - 1) / r.tile_m;
     auto experts = [&](const GroupedProjection& p) {
@@ -300,6 +306,8 @@ class CudaGroupedMoE final : public MoEKernel {
                                    .num_experts = static_cast<int>(E),
                                    .offsets = r.offsets.data<int32_t>(),
                                    .tile_offsets = r.tile_offsets.data<int32_t>(),
+                                   .row_expert = r.row_expert.data<int32_t>(),
+                                   .tile_expert = r.tile_expert.data<int32_t>(),
                                    .rows_total = R,
                                    .tile_m = static_cast<int>(r.tile_m)};
     };

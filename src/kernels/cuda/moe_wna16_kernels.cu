@@ -3,7 +3,6 @@
 // block, and the same dequantization (wna16_dequant.cuh).
 #include <type_traits>
 
-#include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_dequant.cuh"
@@ -52,7 +51,7 @@ __global__ void __launch_bounds__(kGatherColumns)
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
-  const int e = find_expert(ex.offsets, ex.num_experts, r);
+  const int e = __ldg(ex.row_expert + r);
   const int64_t row = packed_row_of<O>(j);
   const int32_t src = row < ex.table[e].rows ? __ldg(ex.table[e].row_source + row) : -1;
   xf[r * stride + j] = from_f32<O>(src >= 0 ? to_f32(x[int64_t{row_token[r]} * K + src]) : 0.0f);
@@ -67,8 +66,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
                 float* __restrict__ partial) {
   pdl_enter();
   const int64_t tile = blockIdx.y;
+  const int e = __ldg(ex.tile_expert + tile);  // (in the array: the grid's tiles; valid below the count)
   if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return;  // uniform: the whole block leaves
-  const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
   const int64_t r0 = __ldg(ex.offsets + e) + (tile - __ldg(ex.tile_offsets + e)) * MT;
   const int nrows = static_cast<int>(min(int64_t{MT}, __ldg(ex.offsets + e + 1) - r0));
   const Wna16DeviceWeights w = ex.table[e];
@@ -102,7 +101,7 @@ __global__ void __launch_bounds__(kGatherColumns)
   const int64_t r = blockIdx.x;
   const int64_t j = blockIdx.y * int64_t{kGatherColumns} + threadIdx.x;
   if (j >= stride) return;
-  const int e = find_expert(ex.offsets, ex.num_experts, r);
+  const int e = __ldg(ex.row_expert + r);
   const int64_t row = packed_row_of<O>(j);
   const int32_t src = row < ex.table[e].rows ? __ldg(ex.table[e].row_source + row) : -1;
   float v = 0.0f;

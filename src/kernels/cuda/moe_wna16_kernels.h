@@ -1,9 +1,9 @@
 // Grouped WNA16 mixture-of-experts kernels (plain launchers): every expert's w13 / w2 in the
 // `cuda_wna16` layout (wna16_layout.h), addressed through a device table of Wna16DeviceWeights
 // indexed by expert id. Each launch covers all experts: a block finds its expert and its rows from
-// the device-side offsets written by launch_moe_align (runtime/ops/cuda/moe_launch.h), so nothing
-// waits for the host. Rows are slots in expert order; row r of expert e has F32 activations
-// xf[r, j] in e's packed-row order (row_source), `stride` floats per row.
+// the device-side offsets and experts of rows and tiles written by launch_moe_align
+// (runtime/ops/cuda/moe_launch.h), so nothing waits for the host. Rows are slots in expert order; row r of expert e has
+// F32 activations xf[r, j] in e's packed-row order (row_source), `stride` floats per row.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +19,8 @@ struct MoeWna16Experts {
   int num_experts = 0;
   const int32_t* offsets = nullptr;       // [num_experts + 1] rows per expert
   const int32_t* tile_offsets = nullptr;  // [num_experts + 1] tiles of tile_m rows per expert
+  const int32_t* row_expert = nullptr;    // [rows_total] the expert of every row
+  const int32_t* tile_expert = nullptr;   // [grid's tiles] the expert of every tile (below tile_offsets[num_experts])
   int64_t rows_total = 0;                 // slots
   int tile_m = 1;                         // GEMV: 1, 2, 4 or 8; MMA: 8, 16 or 32
 };

@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/moe_wna16_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -66,8 +65,8 @@ struct TileSetup {
   // False where the block's tile is past the last one (the whole block leaves).
   __device__ __forceinline__ bool init(const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t cps) {
     const int64_t tile = blockIdx.y;
+    const int e = __ldg(ex.tile_expert + tile);  // (in the array: the grid's tiles; valid below the count)
     if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return false;
-    const int e = find_expert(ex.tile_offsets, ex.num_experts, tile);
     r0 = __ldg(ex.offsets + e) + (tile - __ldg(ex.tile_offsets + e)) * (8 * NT);
     nrows = static_cast<int>(min(int64_t{8 * NT}, __ldg(ex.offsets + e + 1) - r0));
     w = ex.table[e];

@@ -67,18 +67,20 @@ __global__ void route_kernel(const void* logits, int64_t tokens, int experts, in
 }
 
 // The grouping of launch_moe_align by one block of kAlignThreads threads (a thread per expert in the prefix sums):
-// counts per expert, their exclusive prefix sums (rows and tiles), then every slot's row. Shared memory: 2 x experts
-// int32.
+// counts per expert, their exclusive prefix sums (rows and tiles), then every slot's row, each row's expert and each
+// tile's expert (written by the tile's first row). Shared memory: 3 x experts int32.
 constexpr int kAlignThreads = 1024;
 static_assert(kMoeMaxExperts <= kAlignThreads, "the prefix sums take one thread per expert");
 static_assert(kAlignThreads == 32 * 32, "warp 0 scans one total per warp");
 
 __device__ void align_block(const int32_t* ids, int64_t slots, int64_t top_k, int experts, int64_t tile_m,
-                            int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row) {
+                            int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
+                            int32_t* row_expert, int32_t* tile_expert) {
   extern __shared__ int32_t shared[];
   __shared__ int32_t warp_rows[kAlignThreads / 32], warp_tiles[kAlignThreads / 32];
-  int32_t* counts = shared;
-  int32_t* cursor = shared + experts;
+  int32_t* counts = shared;               // counts, then each expert's first tile
+  int32_t* cursor = shared + experts;     // each expert's next row
+  int32_t* first_row = cursor + experts;  // each expert's first row
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int e = tid; e < experts; e += kAlignThreads) counts[e] = 0;
   __syncthreads();
@@ -108,7 +110,8 @@ __device__ void align_block(const int32_t* ids, int64_t slots, int64_t top_k, in
   if (tid < experts) {
     offsets[tid] = rows_in - count;
     tile_offsets[tid] = tiles_in - tiles;
-    cursor[tid] = rows_in - count;
+    cursor[tid] = first_row[tid] = rows_in - count;
+    counts[tid] = tiles_in - tiles;  // only this thread reads or writes entry tid here
     if (tid == experts - 1) {
       offsets[experts] = rows_in;
       tile_offsets[experts] = tiles_in;
@@ -116,17 +119,22 @@ __device__ void align_block(const int32_t* ids, int64_t slots, int64_t top_k, in
   }
   __syncthreads();
   for (int64_t s = tid; s < slots; s += kAlignThreads) {
-    const int32_t pos = atomicAdd(&cursor[ids[s]], 1);
+    const int32_t e = ids[s];
+    const int32_t pos = atomicAdd(&cursor[e], 1);
     row_token[pos] = static_cast<int32_t>(s / top_k);
     slot_row[s] = pos;
+    row_expert[pos] = e;
+    const int64_t within = pos - first_row[e];
+    if (within % tile_m == 0) tile_expert[counts[e] + within / tile_m] = e;
   }
 }
 
 __global__ void __launch_bounds__(kAlignThreads)
     align_kernel(const int32_t* ids, int64_t slots, int64_t top_k, int experts, int64_t tile_m, int32_t* offsets,
-                 int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row) {
+                 int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, int32_t* row_expert,
+                 int32_t* tile_expert) {
   pdl_enter();
-  align_block(ids, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row);
+  align_block(ids, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
 }
 
 // Both in one block, for few tokens: its warps route the tokens (each warp's ids reach the whole block at the
@@ -135,12 +143,13 @@ template <ElemType T>
 __global__ void __launch_bounds__(kAlignThreads)
     route_align_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize, int64_t tile_m,
                        int32_t* ids, float* weights, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
-                       int32_t* slot_row) {
+                       int32_t* slot_row, int32_t* row_expert, int32_t* tile_expert) {
   pdl_enter();
   for (int64_t t = threadIdx.x / 32; t < tokens; t += kAlignThreads / 32)
     route_token<T>(logits, t, experts, top_k, renormalize, ids, weights);
   __syncthreads();
-  align_block(ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row);
+  align_block(ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert,
+              tile_expert);
 }
 
 template <ElemType T>
@@ -153,6 +162,8 @@ __global__ void gather_rows_kernel(const void* x, const int32_t* row_token, int6
   }
 }
 
+constexpr int kCombineBatch = 8;
+
 template <ElemType T>
 __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total, const int32_t* slot_row,
                                const float* weights, int64_t tokens, int64_t top_k, int64_t width, float* y) {
@@ -162,11 +173,25 @@ __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total,
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / width, c = i - t * width;
     float acc = 0.0f;
-    for (int64_t j = 0; j < top_k; ++j) {
-      const int64_t row = slot_row[t * top_k + j];
-      float v = 0.0f;
-      for (int s = 0; s < splits; ++s) v += load_elem<T>(rows, s * split_stride + row * width + c);
-      acc = fmaf(weights[t * top_k + j], v, acc);
+    // kCombineBatch slots at a time: their rows and weights, then every split of each, all loads in flight at once
+    // (not a chain of a row and its values per slot); sums in slot and split order as one slot at a time would.
+    for (int64_t j0 = 0; j0 < top_k; j0 += kCombineBatch) {
+      int64_t row[kCombineBatch];
+      float w[kCombineBatch], v[kCombineBatch];
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) {
+        const bool ok = j0 + u < top_k;
+        row[u] = ok ? slot_row[t * top_k + j0 + u] : 0;
+        w[u] = ok ? weights[t * top_k + j0 + u] : 0.0f;
+        v[u] = 0.0f;
+      }
+      for (int s = 0; s < splits; ++s)
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; ++u)
+          if (j0 + u < top_k) v[u] += load_elem<T>(rows, s * split_stride + row[u] * width + c);
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u)
+        if (j0 + u < top_k) acc = fmaf(w[u], v[u], acc);
     }
     y[i] = acc;
   }
@@ -200,26 +225,27 @@ cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, 
 
 cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, int64_t experts, int64_t tile_m,
                              int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
-                             cudaStream_t stream) {
+                             int32_t* row_expert, int32_t* tile_expert, cudaStream_t stream) {
   if (experts < 1 || experts > kMoeMaxExperts || tile_m < 1 || top_k < 1 || slots > INT_MAX)
     return cudaErrorInvalidValue;
-  const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
+  const size_t smem = 3 * static_cast<size_t>(experts) * sizeof(int32_t);
   return launch_pdl(align_kernel, 1, kAlignThreads, smem, stream, ids, slots, top_k, static_cast<int>(experts), tile_m,
-                    offsets, tile_offsets, row_token, slot_row);
+                    offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
 }
 
 cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                                    bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
-                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, cudaStream_t stream) {
+                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, int32_t* row_expert,
+                                   int32_t* tile_expert, cudaStream_t stream) {
   if (experts < 1 || experts > kMoeMaxExperts || top_k < 1 || top_k > kMoeMaxTopK || top_k > experts || tile_m < 1 ||
       tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
     return cudaErrorInvalidValue;
-  const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
+  const size_t smem = 3 * static_cast<size_t>(experts) * sizeof(int32_t);
   cudaError_t launched = cudaSuccess;
   const cudaError_t dispatched = dispatch(type, [&](auto tag) {
     launched = launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,
                           static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights,
-                          offsets, tile_offsets, row_token, slot_row);
+                          offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
   });
   return dispatched != cudaSuccess ? dispatched : launched;
 }

@@ -25,18 +25,22 @@ cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, 
                              bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
 
 // Groups the T * top_k slots by expert in one block: offsets / tile_offsets [E + 1],
-// row_token [slots] (the token of every row) and slot_row [slots] (the row of every slot). Rows of
-// one expert are in no particular order (every consumer is independent of it).
+// row_token [slots] (the token of every row), slot_row [slots] (the row of every slot), row_expert [slots]
+// (the expert of every row) and tile_expert [tiles] (the expert of every tile, tiles = tile_offsets[E]: at most
+// ceil(slots / tile_m) + E; entries past it are left as they were). Rows of one expert are in no particular order
+// (every consumer is independent of it).
 cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, int64_t experts, int64_t tile_m,
                              int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
-                             cudaStream_t stream);
+                             int32_t* row_expert, int32_t* tile_expert, cudaStream_t stream);
 
 // launch_moe_route then launch_moe_align in one block (one launch instead of two), for 1 to
-// kMoeRouteAlignMaxTokens tokens: the same ids, weights, offsets and tile_offsets, and rows grouped the same way.
+// kMoeRouteAlignMaxTokens tokens: the same ids, weights, offsets, tile_offsets and tile_expert, and rows grouped
+// the same way.
 inline constexpr int64_t kMoeRouteAlignMaxTokens = 32;
 cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                                    bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
-                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, cudaStream_t stream);
+                                   int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, int32_t* row_expert,
+                                   int32_t* tile_expert, cudaStream_t stream);
 
 // out[r, :] = x[row_token[r], :] for `rows` rows of `width` elements of `type`.
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,
