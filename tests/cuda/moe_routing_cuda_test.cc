@@ -5,7 +5,8 @@
 // within float rounding of the host's double math, expert and tile offsets equal to the host's counts, and every
 // slot's row inside its expert's rows with that row naming the slot's token (the rows of one expert come in no
 // particular order), every row's and tile's expert, and no tile past the last written. Outputs start from memory filled
-// with -1 (NaN for the weights). Skipped without a visible GPU.
+// with -1 (NaN for the weights). Also the combine (launch_moe_combine), bit for bit against the same sums on the host.
+// Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,7 +57,7 @@ struct Grouping {
     row_token = filled(R);
     slot_row = filled(R);
     row_expert = filled(R);
-    tile_expert = filled((R + tile_m - 1) / tile_m + E);  // the bound launch_moe_align states
+    tile_expert = filled((R + tile_m - 1) / tile_m + std::min(R, E));  // the bound launch_moe_align states
   }
   static Tensor filled(int64_t n) {  // -1 in every int32
     return Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(n), -1), {n}).to_device(Device::cuda(0));
@@ -183,6 +184,56 @@ TEST(CudaMoeRouting, FusedLaunchRefusesWhatItCannotRun) {
   EXPECT_EQ(launch(4, 8, 2, 0), cudaErrorInvalidValue);
   EXPECT_EQ(launch(4, ops::cu::kMoeMaxExperts + 1, 2, 8), cudaErrorInvalidValue);
   EXPECT_EQ(launch(4, 8, 2, 8), cudaSuccess);
+}
+
+// launch_moe_combine against the same sums on the host (slot by slot, each slot's splits in order, fmaf for the
+// weight), bit for bit: 1 to 11 slots per token (past one batch of 8), 1 to 9 splits (past one batch of 4), F32 and
+// BF16 rows, slots of a token spread over the rows in a random order.
+TEST(CudaMoeRouting, CombineSumsSlotsAndSplitsInOrder) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  cudaStream_t stream = cuda::context(0).stream;
+  uint32_t seed = 7;
+  for (const int64_t k : {1, 2, 8, 11})
+    for (const int splits : {1, 3, 5, 9})
+      for (const DType type : {DType::F32, DType::BF16}) {
+        const int64_t T = 3, width = 70, R = T * k;
+        const std::string what =
+            "k=" + std::to_string(k) + " splits=" + std::to_string(splits) + " " + std::string(dtype_name(type));
+        std::mt19937 rng(seed++);
+        std::normal_distribution<float> normal;
+        std::vector<float> rows(static_cast<size_t>(splits * R * width)), weights(static_cast<size_t>(R));
+        for (float& v : rows) v = normal(rng);
+        for (float& w : weights) w = normal(rng);
+        std::vector<int32_t> slot_row(static_cast<size_t>(R));
+        for (int64_t i = 0; i < R; ++i) slot_row[i] = static_cast<int32_t>(i);
+        std::shuffle(slot_row.begin(), slot_row.end(), rng);
+        const Tensor rows_t = Tensor::from_vector(rows, {splits, R, width}).to(type);
+        rows = rows_t.to_float_vector();  // the values the kernel reads
+        std::vector<float> want(static_cast<size_t>(T * width));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t c = 0; c < width; ++c) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < k; ++j) {
+              float v = 0.0f;
+              for (int s = 0; s < splits; ++s) v += rows[(s * R + slot_row[t * k + j]) * width + c];
+              acc = std::fma(weights[t * k + j], v, acc);
+            }
+            want[t * width + c] = acc;
+          }
+        const Tensor rows_d = rows_t.to_device(gpu);
+        const Tensor slot_d = Tensor::from_vector(slot_row, {R}).to_device(gpu);
+        const Tensor w_d = Tensor::from_vector(weights, {R}).to_device(gpu);
+        Tensor y =
+            Tensor::from_vector(std::vector<float>(static_cast<size_t>(T * width), NAN), {T, width}).to_device(gpu);
+        ASSERT_EQ(
+            ops::cu::launch_moe_combine(rows_d.raw_data(), ops::cu::elem_type(type), splits, R, slot_d.data<int32_t>(),
+                                        w_d.data<float>(), T, k, width, y.data<float>(), stream),
+            cudaSuccess)
+            << what;
+        const std::vector<float> got = host<float>(y);
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+      }
 }
 
 #endif  // QLM_WITH_CUDA

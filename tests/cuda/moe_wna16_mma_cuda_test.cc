@@ -125,7 +125,7 @@ void run_case(const MmaCase& c, uint64_t seed) {
   const Tensor x_act = Tensor::from_vector(testing::random_inputs(T, c.K, seed + 100), {T, c.K}).to(c.act);  // rounded
   const std::vector<float> x = x_act.to_float_vector();
 
-  const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + E;
+  const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + std::min<int64_t>(R, E);
   tile_expert.resize(static_cast<size_t>(max_tiles), -1);  // the grid's tiles past the last: never read as experts
   const Tensor off_d = on_gpu_i32(offsets), tile_d = on_gpu_i32(tile_offsets), tok_d = on_gpu_i32(row_token),
                row_e = on_gpu_i32(row_expert), tile_e = on_gpu_i32(tile_expert);

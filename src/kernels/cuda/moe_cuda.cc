@@ -227,7 +227,9 @@ class CudaGroupedMoE final : public MoEKernel {
     Tensor ids = Tensor::empty({R}, DType::I32, dev);
     const GroupedPlan pl = plan(T);
     const int64_t tile_m = pl.grouped ? pl.tile_m : 1;
-    const int64_t max_tiles = (R + tile_m - 1) / tile_m + E;  // the tiles of every expert, each rounded up
+    // Every active expert's rows rounded up to whole tiles: at most ceil(R / tile_m) tiles plus one per active expert
+    // (min(R, E) of them), the grid's height (blocks past the real count leave at once).
+    const int64_t max_tiles = (R + tile_m - 1) / tile_m + std::min(R, E);
     Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .row_token = Tensor::empty({R}, DType::I32, dev),
@@ -284,7 +286,7 @@ class CudaGroupedMoE final : public MoEKernel {
                                   : avg <= 2 ? 2
                                   : avg <= 4 ? 4
                                              : 8);
-    if ((R + tile_m - 1) / tile_m + E > 65535) return {};
+    if ((R + tile_m - 1) / tile_m + std::min(R, E) > 65535) return {};
     return {true, mma, tile_m};
   }
 
