@@ -1,12 +1,12 @@
 // The MoE routing kernels on their own (runtime/ops/cuda/moe_launch.h): the router and the grouping as two launches
 // (launch_moe_route, launch_moe_align) and as one (launch_moe_route_align), against the host's select_experts, for
 // 4 to 1024 experts, top-1 to top-8, 1 to 32 tokens (the fused launch's range) and 300 (two launches only), F32 and
-// BF16 logits with ties, renormalised or not, 1- to 32-row tiles: the same experts in the same order, weights
-// within float rounding of the host's double math, expert and tile offsets equal to the host's counts, and every
-// slot's row inside its expert's rows with that row naming the slot's token (the rows of one expert come in no
-// particular order), every row's and tile's expert, and no tile past the last written. Outputs start from memory filled
-// with -1 (NaN for the weights). Also the combine (launch_moe_combine), bit for bit against the same sums on the host.
-// Skipped without a visible GPU.
+// BF16 logits with ties (-0 and +0 among them), renormalised or not, 1- to 32-row tiles: the same experts in the same
+// order, weights within float rounding of the host's double math, expert and tile offsets equal to the host's counts,
+// and every slot's row inside its expert's rows with that row naming the slot's token (the rows of one expert come in
+// no particular order), every row's and tile's expert, and no tile past the last written. Outputs start from memory
+// filled with -1 (NaN for the weights). Also the combine (launch_moe_combine), bit for bit against the same sums on the
+// host. Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +117,11 @@ void run_case(const RoutingCase& c, uint64_t seed) {
   std::vector<float> logits(static_cast<size_t>(T * E));
   for (float& v : logits) v = normal(rng);
   for (int64_t t = 0; t < T; ++t) logits[t * E + (t + 1) % E] = logits[t * E + t % E];  // a tie in every token
+  if (E >= 4) {  // token 0: -0 (expert 1) and +0 (expert 3) on top, a tie the lower id wins
+    for (int64_t e = 0; e < E; ++e) logits[e] = -std::abs(logits[e]) - 1.0f;
+    logits[1] = -0.0f;
+    logits[3] = 0.0f;
+  }
   const Tensor rounded = Tensor::from_vector(logits, {T, E}).to(c.logits_type);
   const MoERouting want = select_experts(rounded.to(DType::F32), k, c.renormalize);
   const Tensor l = rounded.to_device(gpu);

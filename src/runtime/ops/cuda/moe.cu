@@ -10,8 +10,41 @@ namespace {
 
 constexpr int kRouteWarps = 4;
 
+// Router helpers. A float as an unsigned key in the same order (-inf lowest; NaN is mapped to -inf before; -0 is +0,
+// so the two zeros tie as floats do), and back.
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+// The warp's largest / smallest value (one redux instruction from sm_80 on).
+__device__ __forceinline__ uint32_t warp_max(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+#endif
+}
+__device__ __forceinline__ uint32_t warp_min(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+  for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+#endif
+}
+
+// Logits a lane keeps in registers (its experts lane + 32 i for i below this: all of them up to 256 experts); the
+// rest are read again from memory in every round.
+constexpr int kRouteCached = 8;
+
 // Token t's experts and weights, by one warp. Lane l holds experts l, l + 32, ...; bit i of `taken` marks expert
-// l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts.
+// l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts, in order of
+// decreasing logit, ties to the lower expert id. Each round takes the warp's largest key and, among the lanes
+// holding it, the lowest expert id (two redux instructions instead of five shuffle rounds).
 template <ElemType T>
 __device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
                             float* weights) {
@@ -21,33 +54,39 @@ __device__ void route_token(const void* logits, int64_t t, int experts, int top_
     const float v = load_elem<T>(logits, base + e);
     return isnan(v) ? -INFINITY : v;
   };
-  float m = -INFINITY;
-  for (int e = lane; e < experts; e += 32) m = fmaxf(m, logit(e));
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  float cached[kRouteCached];
+#pragma unroll
+  for (int i = 0; i < kRouteCached; ++i) cached[i] = lane + 32 * i < experts ? logit(lane + 32 * i) : -INFINITY;
+  // f(e, i, v) for each of the lane's experts in increasing order.
+  const auto each_expert = [&](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < kRouteCached; ++i)
+      if (lane + 32 * i < experts) f(lane + 32 * i, i, cached[i]);
+    for (int e = lane + 32 * kRouteCached, i = kRouteCached; e < experts; e += 32, ++i) f(e, i, logit(e));
+  };
+  uint32_t lane_max = 0;
+  each_expert([&](int, int, float v) { lane_max = max(lane_max, order_key(v)); });
+  const float m = key_value(warp_max(lane_max));
   double sum = 0;
-  for (int e = lane; e < experts; e += 32) sum += exp(static_cast<double>(logit(e)) - static_cast<double>(m));
+  each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
   uint32_t taken = 0;
   double my_p = 0;
   int my_e = 0;
   for (int j = 0; j < top_k; ++j) {
-    float best = -INFINITY;
+    uint32_t best = 0;  // below every logit's key: none yet
     int best_e = INT_MAX;
-    for (int e = lane, i = 0; e < experts; e += 32, ++i) {
-      if ((taken >> i) & 1u) continue;
-      const float v = logit(e);
-      if (best_e == INT_MAX || v > best || (v == best && e < best_e)) best = v, best_e = e;
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
-      if (oe != INT_MAX && (best_e == INT_MAX || ov > best || (ov == best && oe < best_e))) best = ov, best_e = oe;
-    }
-    if (lane == (best_e & 31)) taken |= 1u << (best_e >> 5);
+    each_expert([&](int e, int i, float v) {
+      const uint32_t k = order_key(v);
+      if (!((taken >> i) & 1u) && k > best) best = k, best_e = e;  // increasing e: ties keep the lower id
+    });
+    const uint32_t top = warp_max(best);
+    const int top_e = static_cast<int>(warp_min(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
+    if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
     if (lane == j) {
-      my_p = exp(static_cast<double>(best) - static_cast<double>(m)) / sum;
-      my_e = best_e;
+      my_p = exp(static_cast<double>(key_value(top)) - static_cast<double>(m)) / sum;
+      my_e = top_e;
     }
   }
   double chosen = my_p;
