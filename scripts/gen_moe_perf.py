@@ -80,7 +80,8 @@ def table(meta, end, rows, source):
 READING = [
     "Reading the CUDA table (how `cuda_grouped` spends the time; docs/formats.md has the paths):", "",
     "- **Grouped WNA16** (GPTQ / AWQ / compressed-tensors: decode and small batches) is one launch per "
-    "projection for all experts, each block finding its expert and row tile on the device. *path* says which "
+    "projection for all experts, each block reading its row tile's expert, written by the grouping on the device; "
+    "every kernel of the layer starts under programmatic dependent launch. *path* says which "
     "kernel: `tensor cores` (since session 41: `mma.sync` with the weights of the `cuda_wna16` layout as the A "
     "operand, row tiles of 8 / 16 / 32, for 4-bit experts with groups of multiples of 32 rows and BF16 / F16 "
     "activations, up to 64 routed rows per expert) or `CUDA-core GEMV` (every other WNA16 expert, up to 32; one "
@@ -88,7 +89,9 @@ READING = [
     "measured side by side. *timing* `events` is the eager call between two events, router, grouping, gather, "
     "GEMMs and combine launched from the host one after another, so at one token the launches, not the weight "
     "stream, can dominate; `graph` replays each call from a CUDA graph (`qlm bench-moe --timing graph`, the "
-    "default since session 38, where the layer does not wait for the host), as a decode step runs it.",
+    "default since session 38, where the layer does not wait for the host), as a decode step runs it. At one "
+    "token Qwen3's 128 small experts leave the layer latency-bound (a chain of six kernels of a few µs each "
+    "for 19 MB of weights); docs/moe-kernel-notes.md has the per-kernel times.",
     "- **Per expert** (bf16, FP8, INT8, and WNA16 above the grouped threshold) copies the expert offsets to "
     "the host once per layer and runs every active expert over its rows: bf16 / FP8 / INT8 experts on their "
     "own linear kernels — close to the floor for Mixtral's 8 large experts in bf16, launch-bound for Qwen3's "
