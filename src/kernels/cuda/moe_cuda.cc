@@ -110,7 +110,6 @@ struct GroupedProjection {
   int bits = 0;
   int64_t N = 0, N_pad = 0, max_rows = 0, max_chunks = 0;
   bool groups_in_quads = true;  // every expert's (cuda_wna16_groups_in_quads): the tensor-core kernel can run it
-  bool natural_rows = true;     // every expert's (cuda_wna16_natural_rows): it can read the input rows ungathered
 };
 
 GroupedProjection group_projection(const std::vector<const WNA16Weights*>& weights, Device device) {
@@ -120,7 +119,6 @@ GroupedProjection group_projection(const std::vector<const WNA16Weights*>& weigh
   for (size_t e = 0; e < weights.size(); ++e) {
     const CudaWna16Layout layout = pack_cuda_wna16(*weights[e]);
     g.groups_in_quads = g.groups_in_quads && cuda_wna16_groups_in_quads(layout);
-    g.natural_rows = g.natural_rows && cuda_wna16_natural_rows(layout);
     g.experts.push_back(upload_wna16_layout(layout, device));
     const cuda::Wna16DeviceWeights& v = g.experts.back().view;
     if (e == 0) g.bits = v.bits, g.N = v.N, g.N_pad = v.N_pad;
@@ -320,39 +318,29 @@ class CudaGroupedMoE final : public MoEKernel {
     // The GEMMs' inputs: F32 in packed-row order (GEMV) or the act dtype in the MMA order (moe_wna16_kernels.h).
     const DType in_dtype = mma ? cfg_.act_dtype : DType::F32;
     const cuda::Wna16Act in_type = wna16_act(in_dtype);
-    // One projection's GEMM over `in` ([R, stride] gathered rows, or with row_token the layer's input [T, stride]).
-    auto gemm = [&](const GroupedProjection& p, const cuda::MoeWna16Experts& ex, const Tensor& in,
-                    const int32_t* row_token, int64_t stride, Tensor* partial) {
+    auto gemm = [&](const GroupedProjection& p, const cuda::MoeWna16Experts& ex, const Tensor& in, Tensor* partial) {
       const auto [splits, per] = mma ? plan_mma_splits(p, tiles, ctx.sm_count) : plan_splits(p, tiles, ctx.sm_count);
       *partial = Tensor::empty({splits, R, p.N}, DType::F32, dev);
       if (mma) {
-        QLM_CUDA_CHECK(cuda::launch_moe_wna16_mma(ex, in_type, p.N, p.N_pad, max_tiles, in.raw_data(), row_token,
-                                                  stride, splits, per, partial->data<float>(), ctx.stream));
+        QLM_CUDA_CHECK(cuda::launch_moe_wna16_mma(ex, in_type, p.N, p.N_pad, max_tiles, in.raw_data(), p.max_rows,
+                                                  splits, per, partial->data<float>(), ctx.stream));
       } else {
-        QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(ex, p.bits, p.N, p.N_pad, max_tiles, in.data<float>(), stride,
+        QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(ex, p.bits, p.N, p.N_pad, max_tiles, in.data<float>(), p.max_rows,
                                                    splits, per, partial->data<float>(), ctx.stream));
       }
       return splits;
     };
-    // w13 reads the input rows themselves where the experts take them in order (no gather kernel, no copy).
-    static const bool direct_ok = env_switch_on("QLM_MOE_DIRECT_X");  // 0: always gather (A/B measurements)
-    const bool direct = direct_ok && mma && r.tile_m <= 16 && w13_.natural_rows && H % 8 == 0 &&
-                        reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0;
-    Tensor xin;
-    if (!direct) {
-      xin = Tensor::empty({R, w13_.max_rows}, in_dtype, dev);
-      QLM_CUDA_CHECK(cuda::launch_moe_wna16_gather(x.raw_data(), wna16_act(cfg_.act_dtype), H,
-                                                   r.row_token.data<int32_t>(), e13, w13_.max_rows, in_type,
-                                                   xin.raw_data(), ctx.stream));
-    }
+    Tensor xin = Tensor::empty({R, w13_.max_rows}, in_dtype, dev);
+    QLM_CUDA_CHECK(cuda::launch_moe_wna16_gather(x.raw_data(), wna16_act(cfg_.act_dtype), H,
+                                                 r.row_token.data<int32_t>(), e13, w13_.max_rows, in_type,
+                                                 xin.raw_data(), ctx.stream));
     Tensor p13;
-    const int s13 = direct ? gemm(w13_, e13, x, r.row_token.data<int32_t>(), H, &p13)
-                           : gemm(w13_, e13, xin, nullptr, w13_.max_rows, &p13);
+    const int s13 = gemm(w13_, e13, xin, &p13);
     Tensor ain = Tensor::empty({R, w2_.max_rows}, in_dtype, dev);
     QLM_CUDA_CHECK(cuda::launch_moe_wna16_silu_gather(p13.data<float>(), s13, I_p, e2, w2_.max_rows, in_type,
                                                       ain.raw_data(), ctx.stream));
     Tensor p2;
-    const int s2 = gemm(w2_, e2, ain, nullptr, w2_.max_rows, &p2);
+    const int s2 = gemm(w2_, e2, ain, &p2);
     QLM_CUDA_CHECK(ops::cu::launch_moe_combine(p2.data<float>(), ops::cu::ElemType::F32, s2, R,
                                                r.slot_row.data<int32_t>(), r.weights.data<float>(), T, k, H,
                                                y.data<float>(), ctx.stream));

@@ -48,14 +48,11 @@ cudaError_t launch_moe_wna16_gemm(const MoeWna16Experts& ex, int bits, int64_t N
 // MMA order above; tile_m 8, 16 or 32; split s covers chunks [s * chunks_per_split, ...), chunks_per_split a
 // multiple of 4. Weights are the MMA's A operand (16 output columns x 16 k), 8 rows of the tile its B operand;
 // zero points are subtracted exactly in the act dtype and scales applied in F32 once per group.
-// Grid (ceil(N_pad / kMoeMmaColumns), max_tiles, splits). row_token non-null: xb is the layer's input x [T, stride]
-// itself (no gather), row r reading x[row_token[r]] in its natural order (permuted to the MMA order in registers);
-// only for experts whose packed rows are x's columns in order (row_source[j] = j, chunks * 8 <= stride:
-// cuda_wna16_natural_rows in wna16_layout.h) and tiles of 8 or 16 rows (cudaErrorInvalidValue for 32).
+// Grid (ceil(N_pad / kMoeMmaColumns), max_tiles, splits).
 constexpr int kMoeMmaColumns = 128;
 cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_t N, int64_t N_pad, int64_t max_tiles,
-                                 const void* xb, const int32_t* row_token, int64_t stride, int splits,
-                                 int64_t chunks_per_split, float* partial, cudaStream_t stream);
+                                 const void* xb, int64_t stride, int splits, int64_t chunks_per_split, float* partial,
+                                 cudaStream_t stream);
 
 // w2's input from w13's split partials [splits, rows, 2 * width] (gate | up): af[r, j] = silu(g) * u at the packed
 // row of element j (the orders above, by `out`), `stride` elements per row.

@@ -47,9 +47,8 @@ __device__ __forceinline__ uint32_t sub_pair(uint32_t a, uint32_t b) {
   return r;
 }
 
-// The block's row tile, the lane's columns and K range. DIRECT: the B rows are the layer's input rows x[row_token[r]]
-// in their natural k order (launch_moe_wna16_mma with row_token), else the gathered rows in the MMA order.
-template <int NT, bool DIRECT>
+// The block's row tile, the lane's columns and K range.
+template <int NT>
 struct TileSetup {
   Wna16DeviceWeights w;  // by value: registers, not reloads
   int64_t r0;            // first row of the tile
@@ -64,8 +63,7 @@ struct TileSetup {
   bool xok[NT];           // ... is a row of the tile (zeros past them)
 
   // False where the block's tile is past the last one (the whole block leaves).
-  __device__ __forceinline__ bool init(const MoeWna16Experts& ex, const uint16_t* xb, const int32_t* row_token,
-                                       int64_t stride, int64_t cps) {
+  __device__ __forceinline__ bool init(const MoeWna16Experts& ex, const uint16_t* xb, int64_t stride, int64_t cps) {
     const int64_t tile = blockIdx.y;
     const int e = __ldg(ex.tile_expert + tile);  // (in the array: the grid's tiles; valid below the count)
     if (tile >= __ldg(ex.tile_offsets + ex.num_experts)) return false;
@@ -84,24 +82,11 @@ struct TileSetup {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       xok[nt] = 8 * nt + g < nrows;
-      const int64_t r = r0 + (xok[nt] ? 8 * nt + g : 0);
-      xrow[nt] = reinterpret_cast<const uint4*>(xb + (DIRECT ? int64_t{__ldg(row_token + r)} : r) * stride);
+      xrow[nt] = reinterpret_cast<const uint4*>(xb + (r0 + (xok[nt] ? 8 * nt + g : 0)) * stride);
     }
     return true;
   }
 };
-
-// The B vector of tile row 8 nt + g (this lane's) at chunk c: 16 bytes in the MMA's k order, pairs (k, k + 4) of
-// the chunk's 8 rows. DIRECT rows hold the chunk in natural order and are permuted here (four byte permutations),
-// which is what the gather would have written.
-template <int NT, bool DIRECT>
-__device__ __forceinline__ uint4 load_b(const TileSetup<NT, DIRECT>& s, int nt, int64_t c) {
-  if (!s.xok[nt]) return make_uint4(0u, 0u, 0u, 0u);
-  const uint4 v = __ldg(s.xrow[nt] + c + s.t);
-  if constexpr (!DIRECT) return v;
-  return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
-                    __byte_perm(v.y, v.w, 0x7632));
-}
 
 // A lane's accumulators: acc (scaled) and gacc (the current group's MMAs on code - zero), both [nt][p][4]:
 // columns col + 2p (elements 0, 1) and col + 2p + 1 (2, 3) of rows 8 nt + 2t (0, 2) and + 1 (1, 3).
@@ -121,8 +106,7 @@ struct Accumulators {
   }
 
   // Adds the current group's sums times its F32 scales to acc and clears them.
-  template <bool D>
-  __device__ __forceinline__ void end_group(const TileSetup<NT, D>& s) {
+  __device__ __forceinline__ void end_group(const TileSetup<NT>& s) {
     const float4 v = s.col_ok ? __ldg(reinterpret_cast<const float4*>(s.w.scales + g_cur * s.w.N_pad + s.col))
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float sc[4] = {v.x, v.y, v.z, v.w};
@@ -138,8 +122,7 @@ struct Accumulators {
       }
   }
 
-  template <bool D>
-  __device__ __forceinline__ void begin_group(const TileSetup<NT, D>& s, int grp) {
+  __device__ __forceinline__ void begin_group(const TileSetup<NT>& s, int grp) {
     g_cur = grp;
     uint32_t zv = 0;
     if (s.w.zeros != nullptr && s.col_ok)
@@ -150,8 +133,7 @@ struct Accumulators {
   }
 
   // One step (4 chunks) whose chunks are in group grp: the lane's code vector q and B vectors xv.
-  template <bool D>
-  __device__ __forceinline__ void step(const TileSetup<NT, D>& s, int grp, const uint4& q, const uint4 (&xv)[NT]) {
+  __device__ __forceinline__ void step(const TileSetup<NT>& s, int grp, const uint4& q, const uint4 (&xv)[NT]) {
     if (grp != g_cur) {  // uniform across the warp
       if (g_cur >= 0) end_group(s);
       begin_group(s, grp);
@@ -172,8 +154,7 @@ struct Accumulators {
       }
   }
 
-  template <bool D>
-  __device__ __forceinline__ void finish_and_store(const TileSetup<NT, D>& s, const MoeWna16Experts& ex, int64_t N,
+  __device__ __forceinline__ void finish_and_store(const TileSetup<NT>& s, const MoeWna16Experts& ex, int64_t N,
                                                    float* partial) {
     if (g_cur >= 0) end_group(s);
     if (!s.col_ok) return;
@@ -198,15 +179,15 @@ struct Accumulators {
 // (H200, session 42, docs/moe-kernel-notes.md): XPRE 6-16 % faster on Mixtral at 1-64 tokens, 16 % slower on its
 // 32-row tiles at 256; 8 steps in flight and launch bounds for 4-8 blocks per SM were slower everywhere. (A
 // per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41.)
-template <bool BF16, int NT, bool DIRECT>
+template <bool BF16, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
-    mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, const int32_t* __restrict__ row_token,
-               int64_t stride, int64_t N, int64_t cps, float* __restrict__ partial) {
+    mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
+               float* __restrict__ partial) {
   constexpr int U = kStepsInFlight;
   constexpr bool XPRE = NT <= 2;
   pdl_enter();
-  TileSetup<NT, DIRECT> s;
-  if (!s.init(ex, xb, row_token, stride, cps)) return;  // uniform: the whole block leaves
+  TileSetup<NT> s;
+  if (!s.init(ex, xb, stride, cps)) return;  // uniform: the whole block leaves
   Accumulators<BF16, NT> a;
   a.clear();
   const uint64_t policy = evict_first_policy();
@@ -222,7 +203,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       grp[u] = ok ? __ldg(s.w.chunk_group + c) : -1;
       if constexpr (XPRE) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) xpre[u][nt] = ok ? load_b(s, nt, c) : make_uint4(0u, 0u, 0u, 0u);
+        for (int nt = 0; nt < NT; ++nt)
+          xpre[u][nt] = ok && s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
       }
     }
 #pragma unroll
@@ -234,7 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       } else {
         uint4 xv[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) xv[nt] = load_b(s, nt, c);
+        for (int nt = 0; nt < NT; ++nt) xv[nt] = s.xok[nt] ? __ldg(s.xrow[nt] + c + s.t) : make_uint4(0u, 0u, 0u, 0u);
         a.step(s, grp[u], qv[u], xv);
       }
     }
@@ -242,39 +224,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   a.finish_and_store(s, ex, N, partial);
 }
 
-template <bool BF16, bool DIRECT>
-cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, const int32_t* row_token,
-                         int64_t stride, int64_t N, int64_t cps, float* partial, cudaStream_t stream) {
+template <bool BF16>
+cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
+                         int64_t cps, float* partial, cudaStream_t stream) {
   switch (ex.tile_m) {
-    case 8:
-      return launch_pdl(mma_kernel<BF16, 1, DIRECT>, grid, kWarps * 32, 0, stream, ex, xb, row_token, stride, N, cps,
-                        partial);
-    case 16:
-      return launch_pdl(mma_kernel<BF16, 2, DIRECT>, grid, kWarps * 32, 0, stream, ex, xb, row_token, stride, N, cps,
-                        partial);
-    case 32:  // direct rows: 160 registers instead of 126 here (permutations in flight), so 32-row tiles gather
-      if constexpr (DIRECT) {
-        return cudaErrorInvalidValue;
-      } else {
-        return launch_pdl(mma_kernel<BF16, 4, false>, grid, kWarps * 32, 0, stream, ex, xb, row_token, stride, N, cps,
-                          partial);
-      }
+    case 8: return launch_pdl(mma_kernel<BF16, 1>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 16: return launch_pdl(mma_kernel<BF16, 2>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 32: return launch_pdl(mma_kernel<BF16, 4>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
     default: return cudaErrorInvalidValue;
   }
-}
-
-template <bool BF16>
-cudaError_t launch_act(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, const int32_t* row_token,
-                       int64_t stride, int64_t N, int64_t cps, float* partial, cudaStream_t stream) {
-  return row_token != nullptr ? launch_tiles<BF16, true>(ex, grid, xb, row_token, stride, N, cps, partial, stream)
-                              : launch_tiles<BF16, false>(ex, grid, xb, nullptr, stride, N, cps, partial, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_t N, int64_t N_pad, int64_t max_tiles,
-                                 const void* xb, const int32_t* row_token, int64_t stride, int splits,
-                                 int64_t chunks_per_split, float* partial, cudaStream_t stream) {
+                                 const void* xb, int64_t stride, int splits, int64_t chunks_per_split, float* partial,
+                                 cudaStream_t stream) {
   const int64_t col_blocks = (N_pad + kMoeMmaColumns - 1) / kMoeMmaColumns;
   if (max_tiles < 1 || max_tiles > 65535 || splits < 1 || splits > 65535 || chunks_per_split < 4 ||
       chunks_per_split % 4 != 0 || stride % 8 != 0 || N_pad % 8 != 0 || col_blocks < 1 || col_blocks > INT32_MAX)
@@ -282,10 +247,8 @@ cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(max_tiles), static_cast<unsigned>(splits));
   const auto* x16 = static_cast<const uint16_t*>(xb);
   switch (act) {
-    case Wna16Act::BF16:
-      return launch_act<true>(ex, grid, x16, row_token, stride, N, chunks_per_split, partial, stream);
-    case Wna16Act::F16:
-      return launch_act<false>(ex, grid, x16, row_token, stride, N, chunks_per_split, partial, stream);
+    case Wna16Act::BF16: return launch_tiles<true>(ex, grid, x16, stride, N, chunks_per_split, partial, stream);
+    case Wna16Act::F16: return launch_tiles<false>(ex, grid, x16, stride, N, chunks_per_split, partial, stream);
     default: return cudaErrorInvalidValue;
   }
 }

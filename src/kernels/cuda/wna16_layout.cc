@@ -105,11 +105,4 @@ bool cuda_wna16_groups_in_quads(const CudaWna16Layout& layout) {
   return true;
 }
 
-bool cuda_wna16_natural_rows(const CudaWna16Layout& layout) {
-  if (layout.rows != layout.K) return false;
-  for (int64_t j = 0; j < layout.rows; ++j)
-    if (layout.row_source[static_cast<size_t>(j)] != j) return false;
-  return true;
-}
-
 }  // namespace qlm

@@ -54,11 +54,6 @@ CudaWna16Layout pack_cuda_wna16(const WNA16Weights& w);
 // over a K that is a multiple of 32.
 bool cuda_wna16_groups_in_quads(const CudaWna16Layout& layout);
 
-// True when packed row j is input row j for every row and there are no padding rows (rows == K): no act-order
-// permutation, K a multiple of the chunk's 8 rows. The tensor-core MoE GEMM can then read the layer's input rows
-// as they are (launch_moe_wna16_mma with row_token) instead of a gathered copy.
-bool cuda_wna16_natural_rows(const CudaWna16Layout& layout);
-
 // Code of packed row j, column n (for tests and host-side checks).
 uint32_t cuda_wna16_code(const CudaWna16Layout& layout, int64_t j, int64_t n);
 
