@@ -19,20 +19,16 @@ __device__ __forceinline__ uint32_t order_key(float v) {
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
 }
-// The warp's largest / smallest value (one redux instruction from sm_80 on).
-__device__ __forceinline__ uint32_t warp_max(uint32_t v) {
+// The warp's largest (kMax) or smallest value: one redux instruction from sm_80 on.
+template <bool kMax>
+__device__ __forceinline__ uint32_t warp_extreme(uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
+  return kMax ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #else
-  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-#endif
-}
-__device__ __forceinline__ uint32_t warp_min(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, off));
+  for (int off = 16; off > 0; off >>= 1) {
+    const uint32_t o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = kMax ? max(v, o) : min(v, o);
+  }
   return v;
 #endif
 }
@@ -66,7 +62,7 @@ __device__ void route_token(const void* logits, int64_t t, int experts, int top_
   };
   uint32_t lane_max = 0;
   each_expert([&](int, int, float v) { lane_max = max(lane_max, order_key(v)); });
-  const float m = key_value(warp_max(lane_max));
+  const float m = key_value(warp_extreme<true>(lane_max));
   double sum = 0;
   each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
@@ -81,8 +77,8 @@ __device__ void route_token(const void* logits, int64_t t, int experts, int top_
       const uint32_t k = order_key(v);
       if (!((taken >> i) & 1u) && k > best) best = k, best_e = e;  // increasing e: ties keep the lower id
     });
-    const uint32_t top = warp_max(best);
-    const int top_e = static_cast<int>(warp_min(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
+    const uint32_t top = warp_extreme<true>(best);
+    const int top_e = static_cast<int>(warp_extreme<false>(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
     if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
     if (lane == j) {
       my_p = exp(static_cast<double>(key_value(top)) - static_cast<double>(m)) / sum;
