@@ -3,19 +3,25 @@
 # environment settings in one run, for choosing between kernels and rules: one JSON file per variant,
 # $OUT/moe_<name>.jsonl, and a table of MoE µs per (shape, M) with one column per variant.
 #
-# Usage (GPU machine, bundle carried): OUT=dir VARIANTS="mma|;gemv|QLM_MOE_WNA16=gemv" scripts/bench_moe_variants.sh
-# Env:   VARIANTS  "name|VAR=value VAR2=value;..." (an empty setting runs the defaults), M (default 1,4,16,64,256),
+# Usage (GPU machine, bundle carried): OUT=dir VARIANTS="mma;gemv=QLM_MOE_WNA16=gemv" scripts/bench_moe_variants.sh
+# Env:   VARIANTS  "name=VAR=value VAR2=value;..." as scripts/sweep_w4a16.sh takes them (a name alone runs the
+#                  defaults; the older "name|settings" form is read too), M (default 1,4,16,64,256),
 #        SHAPES (default "mixtral-8x7b qwen3-30b-a3b"), ITERS (default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_env.sh
 OUT=${OUT:-build/bench_moe_variants}
 mkdir -p "$OUT"
-IFS=';' read -ra variants <<<"${VARIANTS:?VARIANTS=\"name|VAR=value;...\"}"
+IFS=';' read -ra variants <<<"${VARIANTS:?VARIANTS=\"name=VAR=value;...\"}"
 names=()
 for v in "${variants[@]}"; do
-  name=${v%%|*}
-  settings=${v#*|}
+  if [[ $v == *"|"* ]]; then
+    name=${v%%|*} settings=${v#*|}
+  elif [[ $v == *=* ]]; then
+    name=${v%%=*} settings=${v#*=}
+  else
+    name=$v settings=
+  fi
   names+=("$name")
   : >"$OUT/moe_$name.jsonl"
   for shape in ${SHAPES:-mixtral-8x7b qwen3-30b-a3b}; do
