@@ -33,20 +33,6 @@ __device__ __forceinline__ uint32_t base_zero_pair(int z) {
   return h | (h << 16);
 }
 
-template <bool BF16>
-__device__ __forceinline__ uint32_t sub_pair(uint32_t a, uint32_t b) {
-  uint32_t r;
-  if constexpr (BF16) {
-    const __nv_bfloat162 d =
-        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-    r = *reinterpret_cast<const uint32_t*>(&d);
-  } else {
-    const __half2 d = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-    r = *reinterpret_cast<const uint32_t*>(&d);
-  }
-  return r;
-}
-
 // The block's row tile, the lane's columns and K range.
 template <int NT>
 struct TileSetup {

@@ -53,21 +53,33 @@ __device__ __forceinline__ void split_row_pair(uint32_t w, uint32_t& row_lo, uin
   row_hi = __byte_perm(w, 0, 0x3232);
 }
 
+// Pairs of 16-bit act-dtype values (BF16 or F16) in a 32-bit word: v - z, and (v - z) * s, each rounded once per
+// operation as the half-precision instructions do.
 template <bool BF16>
-__device__ __forceinline__ uint32_t sub_mul(uint32_t v, uint32_t z, uint32_t s) {
+__device__ __forceinline__ uint32_t sub_pair(uint32_t v, uint32_t z) {
   uint32_t r;
   if constexpr (BF16) {
-    __nv_bfloat162 a = *reinterpret_cast<__nv_bfloat162*>(&v);
-    const __nv_bfloat162 zz = *reinterpret_cast<__nv_bfloat162*>(&z);
-    const __nv_bfloat162 ss = *reinterpret_cast<__nv_bfloat162*>(&s);
-    a = __hmul2(__hsub2(a, zz), ss);
-    r = *reinterpret_cast<uint32_t*>(&a);
+    const __nv_bfloat162 d =
+        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), *reinterpret_cast<const __nv_bfloat162*>(&z));
+    r = *reinterpret_cast<const uint32_t*>(&d);
   } else {
-    __half2 a = *reinterpret_cast<__half2*>(&v);
-    const __half2 zz = *reinterpret_cast<__half2*>(&z);
-    const __half2 ss = *reinterpret_cast<__half2*>(&s);
-    a = __hmul2(__hsub2(a, zz), ss);
-    r = *reinterpret_cast<uint32_t*>(&a);
+    const __half2 d = __hsub2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&z));
+    r = *reinterpret_cast<const uint32_t*>(&d);
+  }
+  return r;
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t sub_mul(uint32_t v, uint32_t z, uint32_t s) {
+  const uint32_t d = sub_pair<BF16>(v, z);
+  uint32_t r;
+  if constexpr (BF16) {
+    const __nv_bfloat162 p =
+        __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&d), *reinterpret_cast<const __nv_bfloat162*>(&s));
+    r = *reinterpret_cast<const uint32_t*>(&p);
+  } else {
+    const __half2 p = __hmul2(*reinterpret_cast<const __half2*>(&d), *reinterpret_cast<const __half2*>(&s));
+    r = *reinterpret_cast<const uint32_t*>(&p);
   }
   return r;
 }
