@@ -8,6 +8,7 @@
 //                        decode tokens/s can at best be bandwidth / weight bytes read per token.
 // QLM_THREADS sets the compute threads (default: all cores).
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -15,9 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include <unistd.h>
-
-#include "bench/synthetic_llama.h"
+#include "bench/synthetic_checkpoint.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/cpu_fast.h"
@@ -41,7 +40,8 @@ fs::path fixture_dir(const std::string& name) {
 // Prefill of `prompt` tokens, then timed single-token decode steps; one iteration = one step.
 void run_decode(benchmark::State& state, runtime::Model& model, int64_t prompt, int64_t max_len) {
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
-  for (int64_t i = 0; i < prompt; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % model.vocab_size());
+  for (int64_t i = 0; i < prompt; ++i)
+    tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % model.vocab_size());
   model.reset();
   model.forward(tokens, false);
   int32_t next = 1;
@@ -57,7 +57,8 @@ void run_decode(benchmark::State& state, runtime::Model& model, int64_t prompt, 
     next = static_cast<int32_t>((next * 31 + 7) % model.vocab_size());
     benchmark::DoNotOptimize(logits.raw_data());
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight_bytes_per_token"] = static_cast<double>(model.linear_weight_bytes());
   state.counters["weight_gbps"] = benchmark::Counter(
       static_cast<double>(model.linear_weight_bytes()) * static_cast<double>(state.iterations()) * 1e-9,
@@ -70,7 +71,9 @@ void BM_Decode(benchmark::State& state, const std::string& fixture) {
   run_decode(state, *model, 8, 200);
 }
 BENCHMARK_CAPTURE(BM_Decode, llama_gqa, std::string("llama-gqa"))->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode, llama_gqa_gptq, std::string("llama-gqa-gptq"))->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, llama_gqa_gptq, std::string("llama-gqa-gptq"))
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_DecodeLlama8B(benchmark::State& state) {
   if (const char* on = std::getenv("QLM_BENCH_8B"); !on || std::string(on) != "1") {
@@ -79,8 +82,8 @@ void BM_DecodeLlama8B(benchmark::State& state) {
   }
   set_compute_threads(bench_threads());
   const char* parent = std::getenv("QLM_BENCH_TMP");
-  const fs::path dir = (parent ? fs::path(parent) : fs::temp_directory_path()) /
-                       ("qlm-llama8b-gptq-" + std::to_string(::getpid()));
+  const fs::path dir =
+      (parent ? fs::path(parent) : fs::temp_directory_path()) / ("qlm-llama8b-gptq-" + std::to_string(::getpid()));
   struct TempTree {
     fs::path dir;
     void remove() {
@@ -91,7 +94,7 @@ void BM_DecodeLlama8B(benchmark::State& state) {
     ~TempTree() { remove(); }
   } tree{dir};
   auto t0 = std::chrono::steady_clock::now();
-  const uint64_t bytes = bench::write_synthetic_gptq_llama(dir, {});
+  const uint64_t bytes = bench::write_synthetic_gptq(dir, {});
   const double write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto model = runtime::Model::load(dir, {.threads = bench_threads()});
   tree.remove();  // the weights live in memory now

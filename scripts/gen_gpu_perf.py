@@ -40,11 +40,11 @@ def render_decode(decode_recs, bw):
     if not decode_recs:
         return []
     lines = ["### Whole-model decode (`qlm bench-decode`)", "",
-             "Synthetic Llama-3-shaped int4 GPTQ g128 checkpoints (random weights, lm_head quantized), one "
+             "Synthetic Llama-3- and Qwen3-MoE-shaped int4 GPTQ g128 checkpoints (random weights, lm_head quantized), one "
              "sequence: a prompt, then single-token steps, each returning its logits to the host. "
              "`decode step`: each step as one captured CUDA graph (`--cuda-graph on`, the default) or every "
-             "kernel launched from the host (`off`). Floor = linear-layer weight bytes per token / copy "
-             "bandwidth.", "",
+             "kernel launched from the host (`off`). Floor = linear-layer weight bytes per token (routed experts: "
+             "top_k of num_experts per layer) / copy bandwidth.", "",
              "| model | kernels | prompt + steps | decode step | decode tokens/s | ms/token | weight GB/token | floor ms/token | % of floor |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in decode_recs:

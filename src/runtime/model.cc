@@ -79,12 +79,18 @@ class JoinedComm final : public Communicator {
 };
 
 uint64_t linear_bytes(const io::Checkpoint& checkpoint, models::DecoderModel& rank0) {
-  uint64_t total = 0;
+  uint64_t total = 0, routed = 0;
+  const models::MoEConfig& moe = rank0.config().moe;
   for (const std::string& name : checkpoint.tensor_names()) {
     if (rank0.modules().is_ignored(name)) continue;
-    if (const auto target = rank0.modules().resolve(name); target && target->layer)
-      total += checkpoint.info(name).nbytes();
+    if (const auto target = rank0.modules().resolve(name); target && target->layer) {
+      // A routed expert's weights ("<block>.experts.<e>.") are read by the tokens routed to it: a one-token step
+      // reads top_k of the num_experts in each layer.
+      (moe.enabled() && name.find("." + moe.block + ".experts.") != std::string::npos ? routed : total) +=
+          checkpoint.info(name).nbytes();
+    }
   }
+  if (routed > 0) total += routed / static_cast<uint64_t>(moe.num_experts) * static_cast<uint64_t>(moe.top_k);
   if (rank0.config().tie_word_embeddings && checkpoint.contains("model.embed_tokens.weight"))
     total += checkpoint.info("model.embed_tokens.weight").nbytes();
   return total;

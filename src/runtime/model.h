@@ -144,8 +144,8 @@ class Model {
   // from ("KV cache fp8_e4m3: scales from the checkpoint for 0 of 2 attention layers, 2 defaulted to 1.0").
   ops::KvDType kv_cache_dtype() const { return kv_dtype_; }
   const std::string& kv_cache_report() const { return kv_report_; }
-  // Bytes of every linear layer's checkpoint tensors (all ranks together): what one decode step
-  // must read, for bandwidth floors.
+  // Bytes of every linear layer's checkpoint tensors (all ranks together), routed experts counted top_k of
+  // num_experts: what a one-token decode step must read, for bandwidth floors.
   uint64_t linear_weight_bytes() const { return linear_weight_bytes_; }
 
   // Runs tokens at positions cache_length() .. cache_length() + T - 1 and keeps them in the KV cache.

@@ -1,5 +1,6 @@
 // `qlm bench-decode synthetic:...` interrupted while it writes its synthetic checkpoint (several GB
-// for real shapes) removes the checkpoint and ends by the signal, on the CPU.
+// for real shapes) removes the checkpoint and ends by the signal, on the CPU; the Qwen3-MoE shape (one layer of
+// 128 experts) loads and decodes on the CPU, its bytes per token counting 8 of the 128 experts.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -7,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/run_qlm.h"
 #include "support/temp_dir.h"
@@ -33,6 +36,30 @@ TEST(BenchDecodeCli, InterruptedSyntheticCheckpointIsRemoved) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << "bench-decode should end by SIGTERM";
   for (const auto& e : fs::directory_iterator(tmp)) ADD_FAILURE() << "left over: " << e.path();
+}
+
+// Checkpoint bytes of one synthetic GPTQ linear layer K -> N, group 128: qweight, qzeros, scales, g_idx.
+int64_t gptq_bytes(int64_t K, int64_t N) { return K / 8 * N * 4 + K / 128 * (N / 8) * 4 + K / 128 * N * 2 + K * 4; }
+
+TEST(BenchDecodeCli, SyntheticQwen3MoeDecodesOnTheCpu) {
+  testing::TempDir dir;
+  const testing::QlmRun r = testing::run_qlm(
+      "bench-decode synthetic:qwen3-30b-a3b:layers=1 --device cpu --tokens 2 --prompt-len 2 --json --tmp '" +
+          dir.path().string() + "'",
+      dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<nlohmann::json> lines = testing::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const nlohmann::json& j = lines[0];
+  EXPECT_GT(j.at("decode_tok_s").get<double>(), 0.0);
+  // Attention, the F16 router and lm_head in full; the 128 experts' gate / up / down as 8 of them.
+  const int64_t attention = gptq_bytes(2048, 4096) + 2 * gptq_bytes(2048, 512) + gptq_bytes(4096, 2048);
+  const int64_t router = 128 * 2048 * 2;
+  const int64_t expert = 2 * gptq_bytes(2048, 768) + gptq_bytes(768, 2048);
+  const int64_t want = attention + router + expert * 8 + gptq_bytes(2048, 151936);
+  EXPECT_EQ(j.at("weight_bytes_per_token").get<int64_t>(), want);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().rfind("qlm-synthetic-", 0), std::string::npos) << "left over: " << e.path();
 }
 
 }  // namespace

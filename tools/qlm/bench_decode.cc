@@ -1,15 +1,16 @@
 // `qlm bench-decode`: decode speed of a whole model, the number users compare engines by.
 //   qlm bench-decode MODEL [model options: --device, --dtype, --threads, --tp, ...]
 //                    [--prompt-len P] [--tokens T] [--json]
-// MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b[:layers=N]`: a
-// Llama-3-shaped int4 GPTQ checkpoint (g128, lm_head quantized) with random weights, written to a
-// temporary directory under --tmp (default: the system temp dir), loaded, and removed (~4.9 GB for
-// 8B; 70B is ~0.43 GB per layer, so `:layers=N` keeps it to N layers). `--keep-synthetic DIR` writes it
-// to DIR instead and keeps it; a later run given the same DIR and model loads it without writing again
-// (A/B runs of one shape under different settings).
-// Runs a prefill of P tokens, then T single-token decode steps (each returns the logits to the
-// host, so every step is complete when timed). Reports tokens/s and the linear-layer weight bytes
-// each step reads; bytes x tokens/s is the bandwidth the decode reaches, to put beside the device's.
+// MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b` / `synthetic:qwen3-30b-a3b`
+// (each with an optional `:layers=N`): an int4 GPTQ checkpoint (g128, lm_head quantized) with random weights in
+// that shape, written to a temporary directory under --tmp (default: the system temp dir), loaded, and removed
+// (~4.9 GB for 8B; 70B is ~0.43 GB per layer and the Qwen3-MoE shape ~0.32 GB, so `:layers=N` keeps them to N).
+// `--keep-synthetic DIR` writes it to DIR instead and keeps it; a later run given the same DIR and model loads it
+// without writing again (A/B runs of one shape under different settings). Runs a prefill of P tokens, then T
+// single-token decode steps (each returns the logits to the host, so every step is complete when timed). Reports
+// tokens/s and the linear-layer weight bytes each step reads; bytes x tokens/s is the bandwidth the decode reaches, to
+// put beside the device's.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,14 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "bench/synthetic_llama.h"
+#include "bench/synthetic_checkpoint.h"
 #include "core/error.h"
 #include "parallel/signal_cleanup.h"
 #include "tools/qlm/commands.h"
@@ -47,7 +46,7 @@ struct BenchDecodeOptions {
 };
 
 // "synthetic:llama3-8b", "synthetic:llama3-70b:layers=8" -> a shape; nullopt for a directory.
-std::optional<bench::SyntheticLlamaShape> synthetic_shape(const std::string& spec) {
+std::optional<bench::SyntheticShape> synthetic_shape(const std::string& spec) {
   const std::string prefix = "synthetic:";
   if (spec.rfind(prefix, 0) != 0) return std::nullopt;
   std::string rest = spec.substr(prefix.size());
@@ -64,15 +63,18 @@ std::optional<bench::SyntheticLlamaShape> synthetic_shape(const std::string& spe
     }
     if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
   }
-  bench::SyntheticLlamaShape s;  // Llama-3-8B
-  if (rest == "llama3-70b") {
+  bench::SyntheticShape s;  // Llama-3-8B
+  if (rest == "qwen3-30b-a3b") {
+    s = bench::synthetic_qwen3_30b_a3b();
+  } else if (rest == "llama3-70b") {
     s.hidden = 8192;
     s.intermediate = 28672;
     s.layers = 80;
     s.heads = 64;
     s.kv_heads = 8;
   } else if (rest != "llama3-8b") {
-    fail("cli.args", {}, "use synthetic:llama3-8b or synthetic:llama3-70b", "unknown synthetic model '{}'", rest);
+    fail("cli.args", {}, "use synthetic:llama3-8b, synthetic:llama3-70b or synthetic:qwen3-30b-a3b",
+         "unknown synthetic model '{}'", rest);
   }
   if (layers > 0) s.layers = layers;
   return s;
@@ -95,7 +97,7 @@ void bench_decode(const BenchDecodeOptions& o) {
   TempDir temp;
   std::unique_ptr<SignalCleanup> synthetic_cleanup;
   double write_s = 0;
-  const std::optional<bench::SyntheticLlamaShape> shape = synthetic_shape(o.model.model_dir);
+  const std::optional<bench::SyntheticShape> shape = synthetic_shape(o.model.model_dir);
   if (!shape && !o.keep_synthetic.empty())
     fail("cli.args", {}, "give a synthetic:... model, or leave out --keep-synthetic",
          "--keep-synthetic applies to synthetic models, not to '{}'", o.model.model_dir);
@@ -113,22 +115,22 @@ void bench_decode(const BenchDecodeOptions& o) {
       std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s (kept) ...\n",
                    o.model.model_dir.c_str(), static_cast<long long>(shape->layers), dir.c_str());
       const auto t0 = Clock::now();
-      bench::write_synthetic_gptq_llama(dir, *shape);
+      bench::write_synthetic_gptq(dir, *shape);
       write_s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::ofstream(marker) << o.model.model_dir << "\n";
     }
   } else if (shape) {
-    temp.dir = (o.tmp.empty() ? fs::temp_directory_path() : fs::path(o.tmp)) /
-               ("qlm-synthetic-" + std::to_string(::getpid()));
+    temp.dir =
+        (o.tmp.empty() ? fs::temp_directory_path() : fs::path(o.tmp)) / ("qlm-synthetic-" + std::to_string(::getpid()));
     dir = temp.dir;
     // Ctrl-C while it is written or loaded removes it (several GB); it goes for good after the load.
     fs::create_directories(dir);
-    synthetic_cleanup = std::make_unique<SignalCleanup>(dir, bench::synthetic_checkpoint_files(*shape),
-                                                        std::vector<pid_t>{});
+    synthetic_cleanup =
+        std::make_unique<SignalCleanup>(dir, bench::synthetic_checkpoint_files(*shape), std::vector<pid_t>{});
     std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s ...\n", o.model.model_dir.c_str(),
                  static_cast<long long>(shape->layers), dir.c_str());
     const auto t0 = Clock::now();
-    bench::write_synthetic_gptq_llama(dir, *shape);
+    bench::write_synthetic_gptq(dir, *shape);
     write_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // --tp-procs: the children load the checkpoint rank 0 just wrote (MODEL is replaced by its path).
@@ -186,11 +188,12 @@ void bench_decode(const BenchDecodeOptions& o) {
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    fmt::print("{} on {} ({}): load {:.2f} s, prefill {} tokens {:.1f} tokens/s, decode {} tokens {:.2f} tokens/s "
-               "({:.2f} ms/token), {:.2f} GB of linear weights per token = {:.1f} GB/s\nkernels: {}\n",
-               o.model.model_dir, options.device.str(), dtype_name(model->act_dtype()), model->load_seconds(),
-               o.prompt_len, j["prefill_tok_s"].get<double>(), o.tokens, tok_s, 1e3 / tok_s, bytes * 1e-9,
-               bytes * tok_s * 1e-9, model->plan().summary());
+    fmt::print(
+        "{} on {} ({}): load {:.2f} s, prefill {} tokens {:.1f} tokens/s, decode {} tokens {:.2f} tokens/s "
+        "({:.2f} ms/token), {:.2f} GB of linear weights per token = {:.1f} GB/s\nkernels: {}\n",
+        o.model.model_dir, options.device.str(), dtype_name(model->act_dtype()), model->load_seconds(), o.prompt_len,
+        j["prefill_tok_s"].get<double>(), o.tokens, tok_s, 1e3 / tok_s, bytes * 1e-9, bytes * tok_s * 1e-9,
+        model->plan().summary());
     if (!model->decode_graph_status().empty()) fmt::print("decode step: {}\n", model->decode_graph_status());
   }
 }
@@ -199,7 +202,8 @@ void bench_decode(const BenchDecodeOptions& o) {
 
 void register_bench_decode_command(CLI::App& app) {
   auto opts = std::make_shared<BenchDecodeOptions>();
-  auto* cmd = app.add_subcommand("bench-decode", "Decode tokens/s of a model (or a synthetic Llama-3-shaped int4 one)");
+  auto* cmd = app.add_subcommand("bench-decode",
+                                 "Decode tokens/s of a model (or a synthetic Llama-3- or Qwen3-MoE-shaped int4 one)");
   add_model_options(cmd, opts->model);
   cmd->add_option("--prompt-len", opts->prompt_len, "Prefill tokens before decoding")->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
