@@ -9,14 +9,12 @@
 
 namespace qlm::cuda {
 
-// The loads in flight per thread: the rows and weights of kCombineSlots slots, then kCombineSplits splits of each
-// of them at once (not a chain of a row and its values per slot, nor one split after another).
-inline constexpr int kCombineSlots = 8, kCombineSplits = 4;
-
 // sum over the token's top_k slots j (in order) of weights[j] * (sum over splits s (in order) of load(s, slot_row[j]))
 // with fmaf for the weight: slot_row and weights point at the token's first slot; load(s, row) reads split s of the
-// element in row `row`.
-template <typename Load>
+// element in row `row`. Loads in flight per thread: the rows and weights of kCombineSlots slots, then kCombineSplits
+// splits of each of them at once (not a chain of a row and its values per slot, nor one split after another); the
+// batch sizes change the registers, not the order of the sums (nor the bits).
+template <int kCombineSlots = 8, int kCombineSplits = 4, typename Load>
 __device__ __forceinline__ float combine_element(const int32_t* slot_row, const float* weights, int64_t top_k,
                                                  int splits, Load&& load) {
   float acc = 0.0f;
