@@ -85,31 +85,49 @@ Tensor on_gpu_i32(const std::vector<int32_t>& v) {
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to_device(Device::cuda(0));
 }
 
+// Random experts uploaded in the kernel's layout, with their device table.
+struct Experts {
+  std::vector<testing::RandomWna16> gen;
+  std::vector<Wna16DeviceLayout> uploaded;
+  Tensor table;  // Wna16DeviceWeights[E] (bytes) on the GPU
+  int64_t stride = 0, chunks = 0, N_pad = 0;
+};
+
+Experts upload_experts(const std::vector<testing::Wna16Spec>& specs) {
+  Experts x;
+  std::vector<uint8_t> table_bytes(specs.size() * sizeof(cuda::Wna16DeviceWeights));
+  for (size_t e = 0; e < specs.size(); ++e) {
+    x.gen.push_back(testing::random_wna16(specs[e]));
+    const CudaWna16Layout layout = pack_cuda_wna16(x.gen.back().weights);
+    EXPECT_TRUE(cuda_wna16_groups_in_quads(layout)) << testing::wna16_spec_str(specs[e]);
+    x.uploaded.push_back(upload_wna16_layout(layout, Device::cuda(0)));
+    const cuda::Wna16DeviceWeights& v = x.uploaded.back().view;
+    x.stride = std::max(x.stride, v.rows);
+    x.chunks = std::max(x.chunks, v.chunks);
+    x.N_pad = v.N_pad;
+    std::memcpy(table_bytes.data() + e * sizeof(v), &v, sizeof(v));
+  }
+  x.table = Tensor::from_vector(table_bytes, {static_cast<int64_t>(table_bytes.size())}).to_device(Device::cuda(0));
+  return x;
+}
+
 void run_case(const MmaCase& c, uint64_t seed) {
   const Device gpu = Device::cuda(0);
   const int E = static_cast<int>(c.rows.size());
-  std::vector<testing::RandomWna16> gen;
-  std::vector<Wna16DeviceLayout> uploaded;
-  std::vector<uint8_t> table_bytes(static_cast<size_t>(E) * sizeof(cuda::Wna16DeviceWeights));
-  int64_t stride = 0, chunks = 0, N_pad = 0;
-  for (int e = 0; e < E; ++e) {
-    gen.push_back(testing::random_wna16({.bits = 4,
-                                         .K = c.K,
-                                         .N = c.N,
-                                         .group_size = c.group,
-                                         .zero_points = c.zero_points,
-                                         .act_order = c.act_order,
-                                         .seed = seed + static_cast<uint64_t>(e)}));
-    const CudaWna16Layout layout = pack_cuda_wna16(gen.back().weights);
-    ASSERT_TRUE(cuda_wna16_groups_in_quads(layout));
-    uploaded.push_back(upload_wna16_layout(layout, gpu));
-    const cuda::Wna16DeviceWeights& v = uploaded.back().view;
-    stride = std::max(stride, v.rows);
-    chunks = std::max(chunks, v.chunks);
-    N_pad = v.N_pad;
-    std::memcpy(table_bytes.data() + e * sizeof(v), &v, sizeof(v));
-  }
-  const Tensor table = Tensor::from_vector(table_bytes, {static_cast<int64_t>(table_bytes.size())}).to_device(gpu);
+  std::vector<testing::Wna16Spec> specs;
+  for (int e = 0; e < E; ++e)
+    specs.push_back({.bits = 4,
+                     .K = c.K,
+                     .N = c.N,
+                     .group_size = c.group,
+                     .zero_points = c.zero_points,
+                     .act_order = c.act_order,
+                     .seed = seed + static_cast<uint64_t>(e)});
+  const Experts experts = upload_experts(specs);
+  if (::testing::Test::HasFailure()) return;
+  const std::vector<testing::RandomWna16>& gen = experts.gen;
+  const Tensor& table = experts.table;
+  const int64_t stride = experts.stride, chunks = experts.chunks, N_pad = experts.N_pad;
 
   // Routing: expert e owns rows offsets[e] .. offsets[e + 1], each row some token of T.
   const int64_t T = 6;
@@ -209,20 +227,12 @@ TEST(CudaMoeWna16Mma, FoldedCombineGivesTheCombineKernelsBits) {
     SCOPED_TRACE("K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) +
                  " T=" + std::to_string(c.T) + " k=" + std::to_string(c.k) + " tile_m=" + std::to_string(c.tile_m));
     seed += 10;
-    std::vector<Wna16DeviceLayout> uploaded;
-    std::vector<uint8_t> table_bytes(static_cast<size_t>(c.E) * sizeof(cuda::Wna16DeviceWeights));
-    int64_t stride = 0, chunks = 0, N_pad = 0;
-    for (int e = 0; e < c.E; ++e) {
-      const testing::RandomWna16 g = testing::random_wna16(
-          {.bits = 4, .K = c.K, .N = c.N, .group_size = 128, .seed = seed + static_cast<uint64_t>(e)});
-      uploaded.push_back(upload_wna16_layout(pack_cuda_wna16(g.weights), gpu));
-      const cuda::Wna16DeviceWeights& v = uploaded.back().view;
-      stride = std::max(stride, v.rows);
-      chunks = std::max(chunks, v.chunks);
-      N_pad = v.N_pad;
-      std::memcpy(table_bytes.data() + e * sizeof(v), &v, sizeof(v));
-    }
-    const Tensor table = Tensor::from_vector(table_bytes, {static_cast<int64_t>(table_bytes.size())}).to_device(gpu);
+    std::vector<testing::Wna16Spec> specs;
+    for (int e = 0; e < c.E; ++e)
+      specs.push_back({.bits = 4, .K = c.K, .N = c.N, .group_size = 128, .seed = seed + static_cast<uint64_t>(e)});
+    const Experts experts = upload_experts(specs);
+    const Tensor& table = experts.table;
+    const int64_t stride = experts.stride, chunks = experts.chunks, N_pad = experts.N_pad;
     const int64_t R = int64_t{c.T} * c.k, max_tiles = (R + c.tile_m - 1) / c.tile_m + std::min<int64_t>(R, c.E);
     const Tensor logits = Tensor::from_vector(testing::random_inputs(c.T, c.E, seed + 1), {c.T, c.E}).to_device(gpu);
     auto i32 = [&](int64_t n) { return Tensor::empty({n}, DType::I32, gpu); };
