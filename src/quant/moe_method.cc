@@ -99,12 +99,17 @@ void ExpertwiseMoEMethod::create_weights(FusedMoE& layer) {
       return wna16_method(e.w13) != nullptr && wna16_method(e.w2) != nullptr;
     });
     const bool kernel_only = all_wna16 && kernel_->runs_wna16_experts();
+    if (kernel_only)  // no linear kernel runs them: their schemes without one ("gptq uint4b8 g128", not "... [cuda_x]")
+      for (std::string* scheme : {&cfg_.w13_scheme, &cfg_.w2_scheme})
+        if (const size_t bracket = scheme->find(" ["); bracket != std::string::npos) scheme->resize(bracket);
     for (const FusedMoE::Expert& e : layer.experts())
       for (LinearLayer* l : {e.w13, e.w2})
         if (WNA16LinearMethod* m = wna16_method(l)) {
           if (kernel_only) {
             m->standard_form_only(true);
-            l->kernel_selection.chosen = kernel_name_;  // the plan shows where the weights run
+            // The plan shows where the weights run; the linear kernel's per-token paths do not apply to them.
+            l->kernel_selection.chosen = kernel_name_;
+            l->kernel_selection.paths = "with the layer's other experts, grouped by " + kernel_name_;
           } else {
             m->keep_standard_form(true);
           }

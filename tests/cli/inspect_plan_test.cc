@@ -1,20 +1,19 @@
 // `qlm inspect --plan`: the built `qlm` binary on models/tiny-gptq, and plan_model directly.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "runtime/model_plan.h"
 #include "support/expect_error.h"
-#include "support/temp_dir.h"
 #include "support/run_qlm.h"
+#include "support/temp_dir.h"
 
 namespace qlm {
 namespace {
@@ -37,9 +36,9 @@ TEST(InspectPlanCli, TextListsEveryLayerWithMethodKernelAndRejections) {
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* piece :
        {"plan: LlamaForCausalLM on cpu", "quantization: gptq 4-bit g32 sym", "model.layers.0.self_attn.qkv_proj",
-        "model.layers.1.mlp.down_proj", "lm_head", "gptq uint4b8 g32  → cpu_ref",
-        "unquantized F16  → cpu_ref", "rejected cpu_fast_dense: excluded by --linear-backend=cpu_ref",
-        "gptq uint4b8 g32 → cpu_ref ×8", "9 linear layers per rank: 8 quantized, 1 unquantized"})
+        "model.layers.1.mlp.down_proj", "lm_head", "gptq uint4b8 g32  → cpu_ref", "unquantized F16  → cpu_ref",
+        "rejected cpu_fast_dense: excluded by --linear-backend=cpu_ref", "gptq uint4b8 g32 → cpu_ref ×8",
+        "9 linear layers per rank: 8 quantized, 1 unquantized"})
     EXPECT_TRUE(contains(r.out, piece)) << "missing '" << piece << "' in:\n" << r.out;
 }
 
@@ -174,6 +173,32 @@ TEST(InspectPlanCli, CudaPlanWithoutAGpu) {
     const RunResult text = run_qlm(plan_args("--device cuda --capability 90 --dtype f16"));
     EXPECT_TRUE(contains(text.out, "\n      paths: M 1")) << text.out;
   }
+}
+
+// The experts of a GPTQ MoE model on CUDA run in the MoE kernel's own layout: their plan lines name it, and neither
+// they nor the MoE line name a linear kernel or its per-token paths (which do not apply to them).
+TEST(InspectPlanCli, CudaMoeExpertsNameTheMoeKernel) {
+  const fs::path model = fs::path(QLM_SOURCE_DIR) / "tests" / "data" / "models" / "qwen3-moe-gptq";
+  const RunResult r = run_qlm("inspect '" + model.string() + "' --plan --device cuda --capability 90 --json");
+  if (r.status != 0) {
+    EXPECT_TRUE(contains(r.err, "[plan.no_device_kernels]")) << r.err;  // a build without cuda_* kernels
+    return;
+  }
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  int experts = 0;
+  for (const auto& layer : j["ranks"][0]["layers"]) {
+    if (!contains(layer["layer"].get<std::string>(), ".experts.")) continue;
+    ++experts;
+    EXPECT_EQ(layer["kernel"], "cuda_grouped") << layer.dump();
+    EXPECT_EQ(layer.value("paths", ""), "with the layer's other experts, grouped by cuda_grouped") << layer.dump();
+  }
+  EXPECT_GT(experts, 0) << r.out;
+  ASSERT_FALSE(j["ranks"][0]["moe"].empty()) << r.out;
+  EXPECT_EQ(j["ranks"][0]["moe"][0]["kernel"], "cuda_grouped");
+  // ... and so does the MoE line: no linear kernel in the experts' schemes.
+  const std::string method = j["ranks"][0]["moe"][0]["method"];
+  EXPECT_FALSE(contains(method, "cuda_wna16")) << method;
+  EXPECT_TRUE(contains(method, "w13 [gptq uint4b8 g")) << method;
 }
 
 TEST(ModelPlan, NeedsNoWeightValues) {
