@@ -57,7 +57,7 @@ struct Grouping {
     row_token = filled(R);
     slot_row = filled(R);
     row_expert = filled(R);
-    tile_expert = filled((R + tile_m - 1) / tile_m + std::min(R, E));  // the bound launch_moe_align states
+    tile_expert = filled(ops::cu::moe_max_tiles(R, E, tile_m));  // the bound launch_moe_align states
   }
   static Tensor filled(int64_t n) {  // -1 in every int32
     return Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(n), -1), {n}).to_device(Device::cuda(0));

@@ -146,7 +146,7 @@ void run_case(const MmaCase& c, uint64_t seed) {
   const Tensor x_act = Tensor::from_vector(testing::random_inputs(T, c.K, seed + 100), {T, c.K}).to(c.act);  // rounded
   const std::vector<float> x = x_act.to_float_vector();
 
-  const int64_t max_tiles = (R + c.tile_m - 1) / c.tile_m + std::min<int64_t>(R, E);
+  const int64_t max_tiles = ops::cu::moe_max_tiles(R, E, c.tile_m);
   tile_expert.resize(static_cast<size_t>(max_tiles), -1);  // the grid's tiles past the last: never read as experts
   const Tensor off_d = on_gpu_i32(offsets), tile_d = on_gpu_i32(tile_offsets), tok_d = on_gpu_i32(row_token),
                row_e = on_gpu_i32(row_expert), tile_e = on_gpu_i32(tile_expert);
@@ -233,7 +233,7 @@ TEST(CudaMoeWna16Mma, FoldedCombineGivesTheCombineKernelsBits) {
     const Experts experts = upload_experts(specs);
     const Tensor& table = experts.table;
     const int64_t stride = experts.stride, chunks = experts.chunks, N_pad = experts.N_pad;
-    const int64_t R = int64_t{c.T} * c.k, max_tiles = (R + c.tile_m - 1) / c.tile_m + std::min<int64_t>(R, c.E);
+    const int64_t R = int64_t{c.T} * c.k, max_tiles = ops::cu::moe_max_tiles(R, c.E, c.tile_m);
     const Tensor logits = Tensor::from_vector(testing::random_inputs(c.T, c.E, seed + 1), {c.T, c.E}).to_device(gpu);
     auto i32 = [&](int64_t n) { return Tensor::empty({n}, DType::I32, gpu); };
     Tensor ids = i32(R), offsets = i32(c.E + 1), tile_offsets = i32(c.E + 1), row_token = i32(R), slot_row = i32(R),
@@ -257,7 +257,7 @@ TEST(CudaMoeWna16Mma, FoldedCombineGivesTheCombineKernelsBits) {
                                           stride, cuda::Wna16Act::BF16, xb.raw_data(), stream));
     const int64_t cps = ((chunks + c.splits - 1) / c.splits + 3) / 4 * 4;
     const int splits = static_cast<int>((chunks + cps - 1) / cps);
-    const int64_t col_blocks = (N_pad + cuda::kMoeMmaColumns - 1) / cuda::kMoeMmaColumns;
+    const int64_t col_blocks = cuda::moe_mma_column_blocks(N_pad);
     const std::vector<float> nan(static_cast<size_t>(c.T * c.N), NAN);
     auto run = [&](bool fold, std::vector<float>* y_out, Tensor* counters) {
       Tensor partial = Tensor::empty({splits, R, c.N}, DType::F32, gpu);

@@ -157,7 +157,7 @@ std::pair<int, int64_t> plan_splits(const GroupedProjection& p, int64_t tiles, i
 // The same for the tensor-core kernel: about 8 blocks (of 4 warps) per SM, every split at least 16 chunks (a multiple
 // of 16: the kernel's loads in flight); returns {splits, chunks per split}.
 std::pair<int, int64_t> plan_mma_splits(const GroupedProjection& p, int64_t tiles, int sm_count) {
-  const int64_t col_blocks = (p.N_pad + cuda::kMoeMmaColumns - 1) / cuda::kMoeMmaColumns;
+  const int64_t col_blocks = cuda::moe_mma_column_blocks(p.N_pad);
   const int64_t target = std::max(1, sm_count) * int64_t{8};
   const int64_t max_splits = std::max<int64_t>(1, p.max_chunks / 16);
   const int64_t splits = std::clamp<int64_t>((target + col_blocks * tiles - 1) / (col_blocks * tiles), 1,
@@ -193,8 +193,8 @@ class CudaGroupedMoE final : public MoEKernel {
                 w13_.bits == 4 && w2_.bits == 4 && w13_.groups_in_quads && w2_.groups_in_quads &&
                 w13_.max_rows % 8 == 0 && w2_.max_rows % 8 == 0;
       if (mma_ok_) {  // the folded combine's counters, zero between calls (each call leaves them so)
-        const int64_t col_blocks = (w2_.N_pad + cuda::kMoeMmaColumns - 1) / cuda::kMoeMmaColumns;
-        fold_counters_ = Tensor::zeros({kMoeFoldMaxTokens * col_blocks}, DType::I32).to_device(cfg_.device);
+        fold_counters_ = Tensor::zeros({kMoeFoldMaxTokens * cuda::moe_mma_column_blocks(w2_.N_pad)}, DType::I32)
+                             .to_device(cfg_.device);
       }
     }
     for (MoEExpertOps& e : experts) e.w13_wna16 = e.w2_wna16 = nullptr;  // valid during prepare() only
@@ -240,9 +240,8 @@ class CudaGroupedMoE final : public MoEKernel {
     Tensor ids = Tensor::empty({R}, DType::I32, dev);
     const GroupedPlan pl = plan(T);
     const int64_t tile_m = pl.grouped ? pl.tile_m : 1;
-    // Every active expert's rows rounded up to whole tiles: at most ceil(R / tile_m) tiles plus one per active expert
-    // (min(R, E) of them), the grid's height (blocks past the real count leave at once).
-    const int64_t max_tiles = (R + tile_m - 1) / tile_m + std::min(R, E);
+    // The grid's height (blocks past the real count leave at once).
+    const int64_t max_tiles = ops::cu::moe_max_tiles(R, E, tile_m);
     Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
              .row_token = Tensor::empty({R}, DType::I32, dev),
@@ -299,7 +298,7 @@ class CudaGroupedMoE final : public MoEKernel {
                                   : avg <= 2 ? 2
                                   : avg <= 4 ? 4
                                              : 8);
-    if ((R + tile_m - 1) / tile_m + std::min(R, E) > 65535) return {};
+    if (ops::cu::moe_max_tiles(R, E, tile_m) > 65535) return {};
     return {true, mma, tile_m};
   }
 

@@ -287,7 +287,7 @@ cudaError_t launch_act(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb,
 cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_t N, int64_t N_pad, int64_t max_tiles,
                                  const void* xb, int64_t stride, int splits, int64_t chunks_per_split, float* partial,
                                  const MoeCombineFold* fold, cudaStream_t stream) {
-  const int64_t col_blocks = (N_pad + kMoeMmaColumns - 1) / kMoeMmaColumns;
+  const int64_t col_blocks = moe_mma_column_blocks(N_pad);
   if (max_tiles < 1 || max_tiles > 65535 || splits < 1 || splits > 65535 || chunks_per_split < 4 ||
       chunks_per_split % 4 != 0 || stride % 8 != 0 || N_pad % 8 != 0 || col_blocks < 1 || col_blocks > INT32_MAX)
     return cudaErrorInvalidValue;

@@ -224,12 +224,16 @@ __global__ void add_gated_kernel(float* y, const void* shared, const void* gate,
 
 constexpr int kBlock = 256;
 
+// The router's limits (launch_moe_route, launch_moe_route_align).
+bool routing_args_ok(int64_t experts, int64_t top_k) {
+  return experts >= 1 && experts <= kMoeMaxExperts && top_k >= 1 && top_k <= kMoeMaxTopK && top_k <= experts;
+}
+
 }  // namespace
 
 cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                              bool renormalize, int32_t* ids, float* weights, cudaStream_t stream) {
-  if (experts < 1 || experts > kMoeMaxExperts || top_k < 1 || top_k > kMoeMaxTopK || top_k > experts)
-    return cudaErrorInvalidValue;
+  if (!routing_args_ok(experts, top_k)) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>((tokens + kRouteWarps - 1) / kRouteWarps);
   return dispatch(type, [&](auto tag) {
@@ -252,17 +256,14 @@ cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t to
                                    bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
                                    int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, int32_t* row_expert,
                                    int32_t* tile_expert, cudaStream_t stream) {
-  if (experts < 1 || experts > kMoeMaxExperts || top_k < 1 || top_k > kMoeMaxTopK || top_k > experts || tile_m < 1 ||
-      tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
+  if (!routing_args_ok(experts, top_k) || tile_m < 1 || tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
     return cudaErrorInvalidValue;
   const size_t smem = 3 * static_cast<size_t>(experts) * sizeof(int32_t);
-  cudaError_t launched = cudaSuccess;
-  const cudaError_t dispatched = dispatch(type, [&](auto tag) {
-    launched = launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,
-                          static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights,
-                          offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
+  return dispatch(type, [&](auto tag) {
+    launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,
+               static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights, offsets,
+               tile_offsets, row_token, slot_row, row_expert, tile_expert);
   });
-  return dispatched != cudaSuccess ? dispatched : launched;
 }
 
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,

@@ -24,10 +24,16 @@ inline constexpr int64_t kMoeMaxTopK = 32;
 cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                              bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
 
+// The tiles of `tile_m` rows that `slots` rows spread over `experts` experts can take: each active expert's rows
+// rounded up to whole tiles, at most ceil(slots / tile_m) plus one per active expert (min(slots, experts) of them).
+inline constexpr int64_t moe_max_tiles(int64_t slots, int64_t experts, int64_t tile_m) {
+  return (slots + tile_m - 1) / tile_m + (slots < experts ? slots : experts);
+}
+
 // Groups the T * top_k slots by expert in one block: offsets / tile_offsets [E + 1],
 // row_token [slots] (the token of every row), slot_row [slots] (the row of every slot), row_expert [slots]
 // (the expert of every row) and tile_expert [tiles] (the expert of every tile, tiles = tile_offsets[E]: at most
-// ceil(slots / tile_m) + min(slots, E); entries past it are left as they were). Rows of one expert are in no particular
+// moe_max_tiles(slots, E, tile_m); entries past it are left as they were). Rows of one expert are in no particular
 // order (every consumer is independent of it).
 cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, int64_t experts, int64_t tile_m,
                              int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
