@@ -3,9 +3,9 @@
 // compressed-tensors WNA16, FP8 tensor / channel / block, INT8 W8A8), with the router on the device:
 // 1, 7, 33 and 300 tokens (WNA16 runs grouped up to 33 tokens here and per expert at 300), expert 0
 // receiving every token and expert 3 none, outputs taken from NaN-poisoned memory, BF16 and F32
-// activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel, and with the
-// combine folded into the GEMM); also routing without renormalisation, NaN weights in an expert without tokens, WNA16
-// expert weights held once (no linear kernel per expert), and host input refused. Skipped without a visible GPU.
+// activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel); also routing
+// without renormalisation, NaN weights in an expert without tokens, WNA16 expert weights held once (no linear kernel
+// per expert), and host input refused. Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,26 +184,6 @@ TEST(CudaMoe, Wna16ExpertWeightsAreHeldOnce) {
       }
     }
     check_tokens(*layer->moe, c, ck, 300, DType::BF16, true, 0.01);
-  }
-}
-
-// The combine folded into the tensor-core w2 GEMM (off by default, forced here) on the WNA16 methods: the same
-// reference tolerance as the combine kernel, up to kMoeFoldMaxTokens tokens (and past it, where the combine kernel
-// runs), two calls in a row (its counters are left zero for the next).
-TEST(CudaMoe, FoldedCombineMatchesFloat64Reference) {
-  SKIP_WITHOUT_GPU();
-  struct Fold {
-    Fold() { set_moe_fold_combine(1); }
-    ~Fold() { set_moe_fold_combine(-1); }
-  } fold;
-  for (const Case& c : cases()) {
-    const bool wna16 = c.name.rfind("gptq", 0) == 0 || c.name == "awq" || c.name == "ct_wna16_asym";
-    if (!wna16) continue;
-    SCOPED_TRACE(c.name);
-    auto cfg = make_quant_config(c.config_json);
-    const Checkpoint ck = make_checkpoint(c);
-    auto layer = load_gpu_layer(cfg.get(), ck, DType::BF16, c.dtype);
-    for (int64_t T : {1, 1, 7, 32, 33}) check_tokens(*layer->moe, c, ck, T, DType::BF16, true, 0.01);
   }
 }
 

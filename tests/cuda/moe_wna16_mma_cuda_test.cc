@@ -2,8 +2,7 @@
 // points, group sizes 32 / 64 / 128 / one group, act-order), rows per expert from 0 to 70 over 8-, 16- and 32-row
 // tiles, K splits that do and do not divide the chunks, BF16 and F16 activations, against the float64 product of the
 // generator's dequantized weights with the same (rounded) activations; partial sums taken from NaN-poisoned memory.
-// The combine folded into the GEMM, bit for bit against the combine kernel. Also which layouts it can run
-// (cuda_wna16_groups_in_quads, host-only) and the launcher's refusals.
+// Also which layouts it can run (cuda_wna16_groups_in_quads, host-only) and the launcher's refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +24,6 @@
 #include "cuda/context.h"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/wna16_device.h"
-#include "runtime/ops/cuda/elem_type.h"
 #include "runtime/ops/cuda/moe_launch.h"
 #endif
 
@@ -169,7 +167,7 @@ void run_case(const MmaCase& c, uint64_t seed) {
   Tensor partial = Tensor::from_vector(std::vector<float>(static_cast<size_t>(splits * R * c.N), NAN), {splits, R, c.N})
                        .to_device(gpu);
   CUDA_OK(cuda::launch_moe_wna16_mma(ex, act, c.N, N_pad, max_tiles, xb.raw_data(), stride, splits, cps,
-                                     partial.data<float>(), nullptr, stream));
+                                     partial.data<float>(), stream));
   cuda::synchronize(0);  // throws on a kernel fault
   const std::vector<float> p = partial.to_device(Device::cpu()).to_float_vector();
 
@@ -207,105 +205,19 @@ TEST(CudaMoeWna16Mma, MatchesFloat64Reference) {
   }
 }
 
-// The combine folded into the GEMM (MoeCombineFold) against the GEMM's partial sums combined by launch_moe_combine:
-// the same bits, every output written (NaN-poisoned), the counters zero afterwards (a second call gives the same
-// output). Routing by the router kernel on random logits: every token top_k distinct experts, several K splits,
-// column blocks with a partial last one, 8- / 16- / 32-row tiles.
-TEST(CudaMoeWna16Mma, FoldedCombineGivesTheCombineKernelsBits) {
-  SKIP_WITHOUT_GPU();
-  struct FoldCase {
-    int64_t K, N;
-    int E, T, k, tile_m, splits;
-  };
-  const Device gpu = Device::cuda(0);
-  cudaStream_t stream = cuda::context(0).stream;
-  uint64_t seed = 500;
-  for (const FoldCase& c : std::vector<FoldCase>{{1024, 200, 8, 1, 2, 8, 4},
-                                                 {512, 136, 16, 5, 4, 8, 3},
-                                                 {2048, 264, 6, 32, 3, 16, 5},
-                                                 {256, 64, 4, 32, 2, 32, 1}}) {
-    SCOPED_TRACE("K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) +
-                 " T=" + std::to_string(c.T) + " k=" + std::to_string(c.k) + " tile_m=" + std::to_string(c.tile_m));
-    seed += 10;
-    std::vector<testing::Wna16Spec> specs;
-    for (int e = 0; e < c.E; ++e)
-      specs.push_back({.bits = 4, .K = c.K, .N = c.N, .group_size = 128, .seed = seed + static_cast<uint64_t>(e)});
-    const Experts experts = upload_experts(specs);
-    const Tensor& table = experts.table;
-    const int64_t stride = experts.stride, chunks = experts.chunks, N_pad = experts.N_pad;
-    const int64_t R = int64_t{c.T} * c.k, max_tiles = ops::cu::moe_max_tiles(R, c.E, c.tile_m);
-    const Tensor logits = Tensor::from_vector(testing::random_inputs(c.T, c.E, seed + 1), {c.T, c.E}).to_device(gpu);
-    auto i32 = [&](int64_t n) { return Tensor::empty({n}, DType::I32, gpu); };
-    Tensor ids = i32(R), offsets = i32(c.E + 1), tile_offsets = i32(c.E + 1), row_token = i32(R), slot_row = i32(R),
-           row_expert = i32(R), tile_expert = i32(max_tiles), weights = Tensor::empty({R}, DType::F32, gpu);
-    CUDA_OK(ops::cu::launch_moe_route_align(
-        logits.raw_data(), ops::cu::ElemType::F32, c.T, c.E, c.k, true, c.tile_m, ids.data<int32_t>(),
-        weights.data<float>(), offsets.data<int32_t>(), tile_offsets.data<int32_t>(), row_token.data<int32_t>(),
-        slot_row.data<int32_t>(), row_expert.data<int32_t>(), tile_expert.data<int32_t>(), stream));
-    const cuda::MoeWna16Experts ex{.table = reinterpret_cast<const cuda::Wna16DeviceWeights*>(table.raw_data()),
-                                   .num_experts = c.E,
-                                   .offsets = offsets.data<int32_t>(),
-                                   .tile_offsets = tile_offsets.data<int32_t>(),
-                                   .row_expert = row_expert.data<int32_t>(),
-                                   .tile_expert = tile_expert.data<int32_t>(),
-                                   .rows_total = R,
-                                   .tile_m = c.tile_m};
-    const Tensor x =
-        Tensor::from_vector(testing::random_inputs(c.T, c.K, seed + 2), {c.T, c.K}).to(DType::BF16).to_device(gpu);
-    Tensor xb = Tensor::empty({R, stride}, DType::BF16, gpu);
-    CUDA_OK(cuda::launch_moe_wna16_gather(x.raw_data(), cuda::Wna16Act::BF16, c.K, row_token.data<int32_t>(), ex,
-                                          stride, cuda::Wna16Act::BF16, xb.raw_data(), stream));
-    const int64_t cps = ((chunks + c.splits - 1) / c.splits + 3) / 4 * 4;
-    const int splits = static_cast<int>((chunks + cps - 1) / cps);
-    const int64_t col_blocks = cuda::moe_mma_column_blocks(N_pad);
-    const std::vector<float> nan(static_cast<size_t>(c.T * c.N), NAN);
-    auto run = [&](bool fold, std::vector<float>* y_out, Tensor* counters) {
-      Tensor partial = Tensor::empty({splits, R, c.N}, DType::F32, gpu);
-      Tensor y = Tensor::from_vector(nan, {c.T, c.N}).to_device(gpu);
-      const cuda::MoeCombineFold f{
-          .row_token = row_token.data<int32_t>(),
-          .slot_row = slot_row.data<int32_t>(),
-          .weights = weights.data<float>(),
-          .top_k = c.k,
-          .counters = counters ? reinterpret_cast<unsigned*>(counters->data<int32_t>()) : nullptr,
-          .y = y.data<float>()};
-      CUDA_OK(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::BF16, c.N, N_pad, max_tiles, xb.raw_data(), stride, splits,
-                                         cps, partial.data<float>(), fold ? &f : nullptr, stream));
-      if (!fold)
-        CUDA_OK(ops::cu::launch_moe_combine(partial.data<float>(), ops::cu::ElemType::F32, splits, R,
-                                            slot_row.data<int32_t>(), weights.data<float>(), c.T, c.k, c.N,
-                                            y.data<float>(), stream));
-      cuda::synchronize(0);
-      *y_out = y.to_device(Device::cpu()).to_float_vector();
-    };
-    Tensor counters = Tensor::zeros({int64_t{c.T} * col_blocks}, DType::I32).to_device(gpu);
-    std::vector<float> want, got, again;
-    run(false, &want, nullptr);
-    run(true, &got, &counters);
-    run(true, &again, &counters);
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(want[i])) << "element " << i;
-      ASSERT_EQ(got[i], want[i]) << "element " << i;
-      ASSERT_EQ(again[i], want[i]) << "element " << i << " (second call)";
-    }
-    const Tensor left = counters.to_device(Device::cpu());
-    for (int32_t v : left.span<int32_t>()) ASSERT_EQ(v, 0) << "a counter left non-zero";
-  }
-}
-
 TEST(CudaMoeWna16Mma, RefusesWhatItCannotRun) {
   const cuda::MoeWna16Experts ex{.num_experts = 1, .rows_total = 1, .tile_m = 8};
   float out = 0.0f;
   const uint16_t xb[8] = {};
-  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::BF16, 8, 8, 2, xb, 8, 1, 6, &out, nullptr, nullptr),
+  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::BF16, 8, 8, 2, xb, 8, 1, 6, &out, nullptr),
             cudaErrorInvalidValue);  // chunks per split not a multiple of 4
-  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::F32, 8, 8, 2, xb, 8, 1, 4, &out, nullptr, nullptr),
+  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::F32, 8, 8, 2, xb, 8, 1, 4, &out, nullptr),
             cudaErrorInvalidValue);  // F32 activations
-  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::BF16, 8, 8, 2, xb, 12, 1, 4, &out, nullptr, nullptr),
+  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex, cuda::Wna16Act::BF16, 8, 8, 2, xb, 12, 1, 4, &out, nullptr),
             cudaErrorInvalidValue);  // stride not a multiple of 8
   cuda::MoeWna16Experts ex4 = ex;
   ex4.tile_m = 4;
-  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex4, cuda::Wna16Act::BF16, 8, 8, 2, xb, 8, 1, 4, &out, nullptr, nullptr),
+  EXPECT_EQ(cuda::launch_moe_wna16_mma(ex4, cuda::Wna16Act::BF16, 8, 8, 2, xb, 8, 1, 4, &out, nullptr),
             cudaErrorInvalidValue);  // the GEMV's tile
 }
 

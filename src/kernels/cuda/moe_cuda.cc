@@ -34,7 +34,6 @@ constexpr int64_t kMoeMmaGroupedRowsPerExpert = 64;
 
 std::atomic<int> g_grouped_kernel{-1};  // set_moe_wna16_grouped; -1: not set
 std::atomic<int64_t> g_mma_max_rows{0};
-std::atomic<int> g_fold_combine{-1};  // set_moe_fold_combine; -1: not set
 
 MoeWna16Grouped env_grouped_kernel() {
   const char* e = std::getenv("QLM_MOE_WNA16");
@@ -59,14 +58,6 @@ int64_t moe_mma_max_rows() {
   static const int64_t from_env = std::max<int64_t>(0, env_int("QLM_MOE_MMA_MAX_ROWS", 0));
   const int64_t forced = g_mma_max_rows.load();
   return forced > 0 ? forced : from_env > 0 ? from_env : kMoeMmaGroupedRowsPerExpert;
-}
-
-void set_moe_fold_combine(int on) { g_fold_combine.store(on < 0 ? -1 : on > 0 ? 1 : 0); }
-
-bool moe_fold_combine() {
-  static const bool from_env = env_int("QLM_MOE_FOLD_COMBINE", 0) > 0;
-  const int forced = g_fold_combine.load();
-  return forced >= 0 ? forced > 0 : from_env;
 }
 
 }  // namespace qlm
@@ -192,10 +183,6 @@ class CudaGroupedMoE final : public MoEKernel {
       mma_ok_ = grouped_ && cfg_.capability >= 80 && (cfg_.act_dtype == DType::BF16 || cfg_.act_dtype == DType::F16) &&
                 w13_.bits == 4 && w2_.bits == 4 && w13_.groups_in_quads && w2_.groups_in_quads &&
                 w13_.max_rows % 8 == 0 && w2_.max_rows % 8 == 0;
-      if (mma_ok_) {  // the folded combine's counters, zero between calls (each call leaves them so)
-        fold_counters_ = Tensor::zeros({kMoeFoldMaxTokens * cuda::moe_mma_column_blocks(w2_.N_pad)}, DType::I32)
-                             .to_device(cfg_.device);
-      }
     }
     for (MoEExpertOps& e : experts) e.w13_wna16 = e.w2_wna16 = nullptr;  // valid during prepare() only
     experts_ = std::move(experts);
@@ -330,13 +317,12 @@ class CudaGroupedMoE final : public MoEKernel {
     // The GEMMs' inputs: F32 in packed-row order (GEMV) or the act dtype in the MMA order (moe_wna16_kernels.h).
     const DType in_dtype = mma ? cfg_.act_dtype : DType::F32;
     const cuda::Wna16Act in_type = wna16_act(in_dtype);
-    auto gemm = [&](const GroupedProjection& p, const cuda::MoeWna16Experts& ex, const Tensor& in, Tensor* partial,
-                    const cuda::MoeCombineFold* fold = nullptr) {
+    auto gemm = [&](const GroupedProjection& p, const cuda::MoeWna16Experts& ex, const Tensor& in, Tensor* partial) {
       const auto [splits, per] = mma ? plan_mma_splits(p, tiles, ctx.sm_count) : plan_splits(p, tiles, ctx.sm_count);
       *partial = Tensor::empty({splits, R, p.N}, DType::F32, dev);
       if (mma) {
         QLM_CUDA_CHECK(cuda::launch_moe_wna16_mma(ex, in_type, p.N, p.N_pad, max_tiles, in.raw_data(), p.max_rows,
-                                                  splits, per, partial->data<float>(), fold, ctx.stream));
+                                                  splits, per, partial->data<float>(), ctx.stream));
       } else {
         QLM_CUDA_CHECK(cuda::launch_moe_wna16_gemm(ex, p.bits, p.N, p.N_pad, max_tiles, in.data<float>(), p.max_rows,
                                                    splits, per, partial->data<float>(), ctx.stream));
@@ -353,16 +339,6 @@ class CudaGroupedMoE final : public MoEKernel {
     QLM_CUDA_CHECK(cuda::launch_moe_wna16_silu_gather(p13.data<float>(), s13, I_p, e2, w2_.max_rows, in_type,
                                                       ain.raw_data(), ctx.stream));
     Tensor p2;
-    if (mma && T <= kMoeFoldMaxTokens && moe_fold_combine()) {  // w2 writes y itself
-      const cuda::MoeCombineFold fold{.row_token = r.row_token.data<int32_t>(),
-                                      .slot_row = r.slot_row.data<int32_t>(),
-                                      .weights = r.weights.data<float>(),
-                                      .top_k = k,
-                                      .counters = reinterpret_cast<unsigned*>(fold_counters_.data<int32_t>()),
-                                      .y = y.data<float>()};
-      gemm(w2_, e2, ain, &p2, &fold);
-      return;
-    }
     const int s2 = gemm(w2_, e2, ain, &p2);
     QLM_CUDA_CHECK(ops::cu::launch_moe_combine(p2.data<float>(), ops::cu::ElemType::F32, s2, R,
                                                r.slot_row.data<int32_t>(), r.weights.data<float>(), T, k, H,
@@ -418,9 +394,6 @@ class CudaGroupedMoE final : public MoEKernel {
   bool grouped_ = false;    // ... with one bit width per projection: the grouped launch can run them
   bool mma_ok_ = false;     // ... and the tensor-core kernel can (4-bit, groups in quads, BF16 / F16, sm >= 80)
   GroupedProjection w13_, w2_;
-  // [kMoeFoldMaxTokens, w2's column blocks] for the folded combine (MoeCombineFold): device state every call updates
-  // and leaves zero again, so a const call writes it.
-  mutable Tensor fold_counters_;
 };
 
 const MoEKernelRegistrar kCudaGrouped{{

@@ -19,12 +19,4 @@ MoeWna16Grouped moe_wna16_grouped();
 void set_moe_mma_max_rows(int64_t rows);
 int64_t moe_mma_max_rows();
 
-// Whether the tensor-core grouped kernel's w2 GEMM writes the layer's output itself (the combine folded into it:
-// MoeCombineFold in moe_wna16_kernels.h) for up to kMoeFoldMaxTokens tokens, instead of a combine kernel after it.
-// Off by default (prepared in session 42, not yet measured); environment QLM_MOE_FOLD_COMBINE=1, read once;
-// set_moe_fold_combine(1 / 0) overrides it, -1 back to the environment.
-inline constexpr int64_t kMoeFoldMaxTokens = 32;
-void set_moe_fold_combine(int on);
-bool moe_fold_combine();
-
 }  // namespace qlm

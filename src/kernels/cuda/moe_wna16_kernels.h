@@ -49,22 +49,12 @@ cudaError_t launch_moe_wna16_gemm(const MoeWna16Experts& ex, int bits, int64_t N
 // multiple of 4. Weights are the MMA's A operand (16 output columns x 16 k), 8 rows of the tile its B operand;
 // zero points are subtracted exactly in the act dtype and scales applied in F32 once per group.
 // Grid (ceil(N_pad / kMoeMmaColumns), max_tiles, splits).
-// With `fold` (not null) it also writes the layer's output as launch_moe_combine would from these partial sums (the
-// same bits): each token's columns by the last block to store a partial sum for them (MoeCombineFold).
 constexpr int kMoeMmaColumns = 128;
 // Blocks along N of launch_moe_wna16_mma's grid (its x dimension).
 constexpr int64_t moe_mma_column_blocks(int64_t N_pad) { return (N_pad + kMoeMmaColumns - 1) / kMoeMmaColumns; }
-struct MoeCombineFold {
-  const int32_t* row_token = nullptr;  // [rows_total] the token of every row
-  const int32_t* slot_row = nullptr;   // [tokens * top_k] the row of every slot
-  const float* weights = nullptr;      // [tokens * top_k] the routing weight of every slot
-  int64_t top_k = 0;
-  unsigned* counters = nullptr;  // [tokens * moe_mma_column_blocks(N_pad)]: zero before the call, zero after it
-  float* y = nullptr;            // [tokens, N] F32, every element written
-};
 cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_t N, int64_t N_pad, int64_t max_tiles,
                                  const void* xb, int64_t stride, int splits, int64_t chunks_per_split, float* partial,
-                                 const MoeCombineFold* fold, cudaStream_t stream);
+                                 cudaStream_t stream);
 
 // w2's input from w13's split partials [splits, rows, 2 * width] (gate | up): af[r, j] = silu(g) * u at the packed
 // row of element j (the orders above, by `out`), `stride` elements per row.

@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/moe_combine_device.cuh"
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -160,65 +159,16 @@ struct Accumulators {
   }
 };
 
-// Adds 1 to *counter and returns the count before: acq_rel at GPU scope, so the add releases the block's partial sums
-// (stored by its threads before a barrier: cumulativity) and acquires the sums of the blocks counted before it, for
-// the threads that read them (L2 loads) after the next barrier (the W4A16 kernels' fix-up, bulk_pipeline.cuh).
-__device__ __forceinline__ unsigned count_in_acq_rel(unsigned* counter) {
-  unsigned before;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
-  return before;
-}
-
-// The combine folded in (launch_moe_wna16_mma with a MoeCombineFold): once the block has stored its partial sums,
-// each token of its rows counts the block in on counters[token, column block]; the block that brings a count to
-// top_k x splits (every slot of the token, every split) writes y[token, its 128 columns] from all of them, in the
-// combine kernel's order (combine_element: the same bits), and sets the count back to 0 for the next call.
-// Loads in flight per thread in the folded combine: fewer than the combine kernel's 8 x 4, which raised the registers
-// of the whole GEMM to 128 / 143 / 152 at 8 / 16 / 32-row tiles (ptxas, sm_90); with 4 x 2 they are 70 / 114 / 128,
-// against 94 / 123 / 126 without the fold.
-constexpr int kFoldSlots = 4, kFoldSplits = 2;
-
-template <int NT>
-__device__ __forceinline__ void fold_combine(const TileSetup<NT>& s, const MoeWna16Experts& ex, const MoeCombineFold& f,
-                                             int64_t N, const float* partial) {
-  static_assert(kWarps * 32 == kMoeMmaColumns, "one thread per column of the block");
-  __shared__ int32_t last_token[8 * NT];
-  __shared__ int n_last;
-  const int splits = static_cast<int>(gridDim.z);
-  const int64_t col_blocks = gridDim.x;
-  __syncthreads();  // every thread's partial sums stored
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int i = 0; i < s.nrows; ++i) {  // a tile holds one expert's rows: each token at most once
-      const int64_t tok = __ldg(f.row_token + s.r0 + i);
-      if (count_in_acq_rel(f.counters + tok * col_blocks + blockIdx.x) == static_cast<unsigned>(f.top_k * splits - 1))
-        last_token[n++] = static_cast<int32_t>(tok);
-    }
-    n_last = n;
-  }
-  __syncthreads();
-  const int64_t col = blockIdx.x * int64_t{kMoeMmaColumns} + threadIdx.x;
-  for (int i = 0; i < n_last; ++i) {
-    const int64_t tok = last_token[i];
-    if (col < N)
-      f.y[tok * N + col] = combine_element<kFoldSlots, kFoldSplits>(
-          f.slot_row + tok * f.top_k, f.weights + tok * f.top_k, f.top_k, splits,
-          [&](int z, int64_t row) { return __ldcg(partial + (z * ex.rows_total + row) * N + col); });
-    if (threadIdx.x == 0) f.counters[tok * col_blocks + blockIdx.x] = 0u;
-  }
-}
-
 // Loads in registers: kStepsInFlight steps' code vectors issued before the first is used. NT: 8-row MMA tiles per
 // block (tile_m = 8 NT). The activations of 8- and 16-row tiles are loaded with the codes, before any step runs
 // (XPRE); 32-row tiles load them per step, from L1 / L2, which needs NT x kStepsInFlight fewer registers. Measured
 // (H200, session 42, docs/moe-kernel-notes.md): XPRE 6-16 % faster on Mixtral at 1-64 tokens, 16 % slower on its
 // 32-row tiles at 256; 8 steps in flight and launch bounds for 4-8 blocks per SM were slower everywhere. (A
 // per-warp cp.async ring of shared memory, 4-8 steps deep, measured 20-40 % slower at 1-256 tokens: session 41.)
-// FOLD: the combine folded in (fold_combine).
-template <bool BF16, int NT, bool FOLD>
+template <bool BF16, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
     mma_kernel(MoeWna16Experts ex, const uint16_t* __restrict__ xb, int64_t stride, int64_t N, int64_t cps,
-               float* __restrict__ partial, MoeCombineFold fold) {
+               float* __restrict__ partial) {
   constexpr int U = kStepsInFlight;
   constexpr bool XPRE = NT <= 2;
   pdl_enter();
@@ -258,35 +208,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   a.finish_and_store(s, ex, N, partial);
-  if constexpr (FOLD) fold_combine(s, ex, fold, N, partial);
-}
-
-template <bool BF16, bool FOLD>
-cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
-                         int64_t cps, float* partial, const MoeCombineFold& fold, cudaStream_t stream) {
-  switch (ex.tile_m) {
-    case 8:
-      return launch_pdl(mma_kernel<BF16, 1, FOLD>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial, fold);
-    case 16:
-      return launch_pdl(mma_kernel<BF16, 2, FOLD>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial, fold);
-    case 32:
-      return launch_pdl(mma_kernel<BF16, 4, FOLD>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial, fold);
-    default: return cudaErrorInvalidValue;
-  }
 }
 
 template <bool BF16>
-cudaError_t launch_act(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N, int64_t cps,
-                       float* partial, const MoeCombineFold* fold, cudaStream_t stream) {
-  return fold != nullptr ? launch_tiles<BF16, true>(ex, grid, xb, stride, N, cps, partial, *fold, stream)
-                         : launch_tiles<BF16, false>(ex, grid, xb, stride, N, cps, partial, MoeCombineFold{}, stream);
+cudaError_t launch_tiles(const MoeWna16Experts& ex, dim3 grid, const uint16_t* xb, int64_t stride, int64_t N,
+                         int64_t cps, float* partial, cudaStream_t stream) {
+  switch (ex.tile_m) {
+    case 8: return launch_pdl(mma_kernel<BF16, 1>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 16: return launch_pdl(mma_kernel<BF16, 2>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    case 32: return launch_pdl(mma_kernel<BF16, 4>, grid, kWarps * 32, 0, stream, ex, xb, stride, N, cps, partial);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_t N, int64_t N_pad, int64_t max_tiles,
                                  const void* xb, int64_t stride, int splits, int64_t chunks_per_split, float* partial,
-                                 const MoeCombineFold* fold, cudaStream_t stream) {
+                                 cudaStream_t stream) {
   const int64_t col_blocks = moe_mma_column_blocks(N_pad);
   if (max_tiles < 1 || max_tiles > 65535 || splits < 1 || splits > 65535 || chunks_per_split < 4 ||
       chunks_per_split % 4 != 0 || stride % 8 != 0 || N_pad % 8 != 0 || col_blocks < 1 || col_blocks > INT32_MAX)
@@ -294,8 +233,8 @@ cudaError_t launch_moe_wna16_mma(const MoeWna16Experts& ex, Wna16Act act, int64_
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(max_tiles), static_cast<unsigned>(splits));
   const auto* x16 = static_cast<const uint16_t*>(xb);
   switch (act) {
-    case Wna16Act::BF16: return launch_act<true>(ex, grid, x16, stride, N, chunks_per_split, partial, fold, stream);
-    case Wna16Act::F16: return launch_act<false>(ex, grid, x16, stride, N, chunks_per_split, partial, fold, stream);
+    case Wna16Act::BF16: return launch_tiles<true>(ex, grid, x16, stride, N, chunks_per_split, partial, stream);
+    case Wna16Act::F16: return launch_tiles<false>(ex, grid, x16, stride, N, chunks_per_split, partial, stream);
     default: return cudaErrorInvalidValue;
   }
 }

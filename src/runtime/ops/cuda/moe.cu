@@ -2,7 +2,6 @@
 // combine, shared-expert gate. Declarations and contracts: moe_launch.h.
 #include <climits>
 
-#include "kernels/cuda/moe_combine_device.cuh"
 #include "runtime/ops/cuda/elem.cuh"
 #include "runtime/ops/cuda/moe_launch.h"
 
@@ -198,6 +197,10 @@ __global__ void gather_rows_kernel(const void* x, const int32_t* row_token, int6
   }
 }
 
+// The combine's loads in flight per thread: the rows and weights of kCombineSlots slots, then kCombineSplits
+// splits of each of them at once (not a chain of a row and its values per slot, nor one split after another).
+constexpr int kCombineSlots = 8, kCombineSplits = 4;
+
 template <ElemType T>
 __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total, const int32_t* slot_row,
                                const float* weights, int64_t tokens, int64_t top_k, int64_t width, float* y) {
@@ -206,9 +209,38 @@ __global__ void combine_kernel(const void* rows, int splits, int64_t rows_total,
   const int64_t split_stride = rows_total * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / width, c = i - t * width;
-    y[i] = qlm::cuda::combine_element(
-        slot_row + t * top_k, weights + t * top_k, top_k, splits,
-        [&](int s, int64_t row) { return load_elem<T>(rows, s * split_stride + row * width + c); });
+    float acc = 0.0f;
+    for (int64_t j0 = 0; j0 < top_k; j0 += kCombineSlots) {
+      int64_t row[kCombineSlots];
+      float w[kCombineSlots], v[kCombineSlots];
+#pragma unroll
+      for (int u = 0; u < kCombineSlots; ++u) {
+        const bool ok = j0 + u < top_k;
+        row[u] = ok ? slot_row[t * top_k + j0 + u] : 0;
+        w[u] = ok ? weights[t * top_k + j0 + u] : 0.0f;
+        v[u] = 0.0f;
+      }
+      for (int s0 = 0; s0 < splits; s0 += kCombineSplits) {
+        float part[kCombineSlots][kCombineSplits];
+#pragma unroll
+        for (int u = 0; u < kCombineSlots; ++u)
+#pragma unroll
+          for (int ds = 0; ds < kCombineSplits; ++ds)
+            part[u][ds] = j0 + u < top_k && s0 + ds < splits
+                              ? load_elem<T>(rows, (s0 + ds) * split_stride + row[u] * width + c)
+                              : 0.0f;
+            // Each slot's splits summed in split order, as one load at a time would.
+#pragma unroll
+        for (int u = 0; u < kCombineSlots; ++u)
+#pragma unroll
+          for (int ds = 0; ds < kCombineSplits; ++ds)
+            if (s0 + ds < splits) v[u] += part[u][ds];
+      }
+#pragma unroll
+      for (int u = 0; u < kCombineSlots; ++u)
+        if (j0 + u < top_k) acc = fmaf(w[u], v[u], acc);
+    }
+    y[i] = acc;
   }
 }
 
