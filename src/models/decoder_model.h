@@ -63,6 +63,14 @@ class DecoderModel {
   // cache. Returns F32 logits [T, vocab] (all_logits) or [1, vocab] for the last token, on the
   // host also for a device model. Every rank of a TP group must call it with the same arguments.
   Tensor forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits);
+  // Greedy single-token steps on the device with the host out of the loop: feeds `token` at the next position, then
+  // each step's greedy choice (made on the device: the first index of the largest logit, NaN never, as
+  // runtime::argmax), and calls on_token with each choice in order until it returns false or max_steps steps ran;
+  // the steps run stay in the KV cache. Up to kDecodeAhead steps are queued ahead of the host: those past the last
+  // choice on_token accepts run but are not kept. Returns the steps kept, or nullopt (nothing run) where single-token
+  // steps cannot run as a CUDA graph here (a CPU model, eager steps: decode_graph_status says why).
+  std::optional<int64_t> decode_greedy(int32_t token, int64_t max_steps, const std::function<bool(int32_t)>& on_token);
+  static constexpr int kDecodeAhead = 4;
 
   // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.
   int64_t cache_length() const;
@@ -130,13 +138,18 @@ class DecoderModel {
   std::optional<Tensor> decode_with_graph(int32_t token, int64_t position);
   // Why single-token steps of this model cannot be a CUDA graph ("" when they can).
   std::string decode_graph_obstacle() const;
+  // The captured step: reads its token, slot and angles from `inputs` (written by the host before a replay, or by
+  // the previous replay's last kernel, which chooses the greedy token and moves to the next slot: decode_greedy).
   struct DecodeGraph {
     std::unique_ptr<cuda::CapturedGraph> graph;
-    uint64_t cache_generation = 0;  // DeviceKvCache::generation() at capture
-    Tensor step;                    // I32 [2] on the device: the token id, its slot
-    ops::cu::DeviceRope rope;       // the slot's rotary angles, rewritten before each replay
-    Tensor logits;                  // F32 [1, vocab] on the device, written by each replay
+    uint64_t cache_generation = 0;     // DeviceKvCache::generation() at capture
+    ops::cu::DecodeStepInputs inputs;  // the token id, its slot and the slot's rotary angles
+    Tensor rope_table;                 // F32 [cache capacity, 2·half]: every slot's angles, for decode_advance
+    Tensor logits;                     // F32 [1, vocab] on the device, written by each replay
   };
+  // The decode graph for the cache as it is (captured, or re-captured after the KV cache moved); null when steps
+  // cannot run as a graph (then decode_graph_status_ says why). position: the next step's, for the capture.
+  DecodeGraph* decode_graph(int64_t position);
   std::unique_ptr<DecodeGraph> decode_graph_;
   std::string decode_graph_status_;
   bool decode_eager_ = false;  // decided for good: single-token steps run eagerly (status says why)

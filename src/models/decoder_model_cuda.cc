@@ -4,6 +4,7 @@
 // cache's K / V rows; attention's output goes back to the act dtype for o_proj. Mixture-of-experts layers route and
 // run their experts on the device too (MoEBlock, F32 output). Only the final logits are copied to the
 // host (as F32).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #ifdef QLM_WITH_CUDA
 #include "core/device_memory.h"
 #include "core/env_switch.h"
+#include "cuda/step_readback.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
 
@@ -136,57 +138,101 @@ std::string DecoderModel::decode_graph_obstacle() const {
   return "";
 }
 
-std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t position) {
-  if (decode_eager_) return std::nullopt;
+DecoderModel::DecodeGraph* DecoderModel::decode_graph(int64_t position) {
+  if (decode_eager_) return nullptr;
   if (const std::string obstacle = decode_graph_obstacle(); !obstacle.empty()) {
     decode_eager_ = true;
     decode_graph_status_ = fmt::format("eager: {}", obstacle);
-    return std::nullopt;
+    return nullptr;
   }
+  if (position > 0x7fffffff) return nullptr;  // slots are int32 on the device
+  if (decode_graph_ && decode_graph_->cache_generation == device_cache_->generation()) return decode_graph_.get();
   const Device device = options_.ctx.device;
-  const int64_t past = position;
-  if (past > 0x7fffffff) return std::nullopt;  // slots are int32 on the device
-  device_cache_->reserve(past + 1);
-  const ops::RopeAngles angles = ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1));
-  if (!decode_graph_ || decode_graph_->cache_generation != device_cache_->generation()) {
-    decode_graph_.reset();  // its scratch memory stays in the capture pool for the next capture
-    auto g = std::make_unique<DecodeGraph>();
-    g->step = Tensor::empty({2}, DType::I32, device);
-    g->rope = ops::cu::upload_rope(angles, 1, device);
-    std::string why;
-    try {
-      g->graph = cuda::CapturedGraph::capture(device.index, [&] {
-        Tensor x = ops::cu::embedding(device_embedding_, g->step.data<int32_t>(), 1, DType::F32);
-        g->logits = run_device_layers(std::move(x), past, g->rope, false, g->step.data<int32_t>() + 1);
-      }, &why);
-    } catch (const std::exception& e) {
-      why = e.what();
-    }
-    if (!g->graph) {
-      decode_eager_ = true;
-      decode_graph_status_ = fmt::format("eager: the decode step could not be captured as a CUDA graph: {}", why);
-      return std::nullopt;
-    }
-    g->cache_generation = device_cache_->generation();
-    decode_graph_status_ = fmt::format("graph ({})", g->graph->node_summary());
-    // QLM_GRAPH_DOT=path: the decode step's graph in Graphviz form (diagnosis), rewritten at each capture.
-    if (const char* dot = std::getenv("QLM_GRAPH_DOT"); dot != nullptr && *dot != '\0' && !g->graph->write_dot(dot))
-      std::fprintf(stderr, "qlm: could not write the decode graph to QLM_GRAPH_DOT=%s\n", dot);
-    decode_graph_ = std::move(g);
+  decode_graph_.reset();  // its scratch memory stays in the capture pool for the next capture
+  auto g = std::make_unique<DecodeGraph>();
+  const int64_t half = ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1)).half;
+  g->inputs = ops::cu::make_decode_step_inputs(half, device);
+  g->rope_table = ops::cu::rope_table(config_.rope, device_cache_->capacity(), device);
+  std::string why;
+  try {
+    g->graph = cuda::CapturedGraph::capture(device.index, [&] {
+      int32_t* step = g->inputs.step();
+      Tensor x = ops::cu::embedding(device_embedding_, step, 1, DType::F32);
+      g->logits = run_device_layers(std::move(x), position, g->inputs.rope, false, step + 1);
+      ops::cu::decode_advance(g->logits, g->inputs, g->rope_table);
+    }, &why);
+  } catch (const std::exception& e) {
+    why = e.what();
   }
-  DecodeGraph& g = *decode_graph_;
-  Tensor step = Tensor::from_vector(std::vector<int32_t>{token, static_cast<int32_t>(past)}, {2});
-  copy_tensor_bytes(g.step, step);
-  Tensor cos = Tensor::from_vector(angles.cos, {1, angles.half}), sin = Tensor::from_vector(angles.sin, {1, angles.half});
-  copy_tensor_bytes(g.rope.cos, cos);
-  copy_tensor_bytes(g.rope.sin, sin);
-  g.graph->launch();
-  Tensor logits = g.logits.to_device(Device::cpu());
+  if (!g->graph) {
+    decode_eager_ = true;
+    decode_graph_status_ = fmt::format("eager: the decode step could not be captured as a CUDA graph: {}", why);
+    return nullptr;
+  }
+  g->cache_generation = device_cache_->generation();
+  decode_graph_status_ = fmt::format("graph ({})", g->graph->node_summary());
+  // QLM_GRAPH_DOT=path: the decode step's graph in Graphviz form (diagnosis), rewritten at each capture.
+  if (const char* dot = std::getenv("QLM_GRAPH_DOT"); dot != nullptr && *dot != '\0' && !g->graph->write_dot(dot))
+    std::fprintf(stderr, "qlm: could not write the decode graph to QLM_GRAPH_DOT=%s\n", dot);
+  decode_graph_ = std::move(g);
+  return decode_graph_.get();
+}
+
+std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t position) {
+  device_cache_->reserve(position + 1);
+  DecodeGraph* g = decode_graph(position);
+  if (g == nullptr) return std::nullopt;
+  ops::cu::write_decode_step_inputs(g->inputs, token, static_cast<int32_t>(position),
+                                    ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1)));
+  g->graph->launch();
+  Tensor logits = g->logits.to_device(Device::cpu());
   device_cache_->commit(1);
   return logits;
 }
 
+std::optional<int64_t> DecoderModel::decode_greedy(int32_t token, int64_t max_steps,
+                                                   const std::function<bool(int32_t)>& on_token) {
+  if (!on_device() || !device_warm_) return std::nullopt;
+  QLM_CHECK(token >= 0 && token < config_.vocab_size);
+  // In segments: the cache is reserved for a segment's slots before its steps are queued (growing it moves the
+  // storage, which the queued replays read), and grows geometrically as single steps grow it.
+  constexpr int64_t kSegment = 256;
+  int64_t kept = 0;
+  bool more = max_steps > 0;
+  while (more && kept < max_steps) {
+    const int64_t p0 = device_cache_->length();
+    const int64_t steps = std::min(kSegment, max_steps - kept);
+    device_cache_->reserve(p0 + steps);
+    DecodeGraph* g = decode_graph(p0);
+    if (g == nullptr) {
+      if (kept == 0) return std::nullopt;
+      fail("model.decode", {}, "", "the decode step could no longer run as a CUDA graph: {}", decode_graph_status_);
+    }
+    ops::cu::write_decode_step_inputs(g->inputs, token, static_cast<int32_t>(p0),
+                                      ops::rope_angles(config_.rope, std::span<const int64_t>(&p0, 1)));
+    cuda::StepReadback readback(options_.ctx.device.index, kDecodeAhead);
+    int64_t queued = 0, done = 0;
+    while (more && done < steps) {
+      for (; queued < steps && queued - done < kDecodeAhead; ++queued) {
+        g->graph->launch();
+        readback.enqueue(queued, g->inputs.step());
+      }
+      token = readback.wait(done++);
+      device_cache_->commit(1);
+      ++kept;
+      more = on_token(token);
+    }
+    // The replays queued past the last kept step wrote slots the cache does not count; the readback's destructor
+    // waits for them.
+  }
+  return kept;
+}
+
 #else  // no CUDA backend: Model::load rejects CUDA devices before a DecoderModel exists
+
+std::optional<int64_t> DecoderModel::decode_greedy(int32_t, int64_t, const std::function<bool(int32_t)>&) {
+  return std::nullopt;
+}
 
 void DecoderModel::finish_load_device() {
   fail("device.unavailable", {}, "rebuild qlm with the CUDA toolkit installed, or use --device cpu",

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "config/hf_config.h"
+#include "core/env_switch.h"
 #include "config/quant_config_source.h"
 #include "core/thread_pool.h"
 #include "cuda/device.h"
@@ -362,6 +363,17 @@ int32_t Model::agree_on_token(int32_t token) {
   return t.to_device(Device::cpu()).data<int32_t>()[0];
 }
 int64_t Model::cache_length() const { return impl_->ranks.front()->cache_length(); }
+
+std::optional<int64_t> Model::decode_greedy(int32_t token, int64_t max_steps,
+                                            const std::function<bool(int32_t)>& on_token) {
+  static const bool ahead = env_switch_on("QLM_DECODE_AHEAD");
+  if (token < 0 || token >= vocab_size())
+    fail("model.token", {}, fmt::format("token ids must be in [0, {})", vocab_size()),
+         "token id {} is outside the vocabulary of {} ids", token, vocab_size());
+  if (!ahead || impl_->ranks.size() != 1 || impl_->joined_rank) return std::nullopt;
+  const StallWatchdog::Guard guard(impl_->watchdog.get());
+  return impl_->ranks.front()->decode_greedy(token, max_steps, on_token);
+}
 
 void Model::reset(int64_t length) {
   if (length < 0 || length > cache_length())

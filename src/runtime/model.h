@@ -154,6 +154,14 @@ class Model {
   Tensor forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, bool all_logits = true);
   // The same with positions continuing the cache.
   Tensor forward(std::span<const int32_t> tokens, bool all_logits = true);
+  // Greedy decoding with the host out of the loop, where this model can (a CUDA model run by one rank in this
+  // process whose single-token steps are a CUDA graph): feeds `token` at the next position, then each step's greedy
+  // choice — made on the device, the token runtime::argmax gives for the same logits — and calls on_token with each
+  // choice until it returns false or max_steps steps ran; those steps stay in the sequence. A few steps are queued
+  // ahead of the host, so the time between steps is the GPU's alone. Returns the steps kept, or nullopt where this
+  // model cannot (nothing ran: step with forward() instead). Environment QLM_DECODE_AHEAD=0: always nullopt (the
+  // host loop, for comparison). Throws "model.token" for an id outside the vocabulary.
+  std::optional<int64_t> decode_greedy(int32_t token, int64_t max_steps, const std::function<bool(int32_t)>& on_token);
   int64_t cache_length() const;
   // Forgets the sequence (or keeps its first `length` tokens).
   void reset(int64_t length = 0);

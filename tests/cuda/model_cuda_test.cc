@@ -6,13 +6,15 @@
 // least a quarter of the positions must be); greedy
 // generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too.
 // The KV cache on the device: decoding token by token (through capacity growth) and continuing
-// after reset() give the logits of one prefill. Skipped without a visible GPU.
+// after reset() give the logits of one prefill. Greedy decoding with the steps queued on the device gives the host
+// loop's tokens and keeps exactly the steps it reports. Skipped without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -206,6 +208,90 @@ TEST_P(CudaModelFixtureTest, GraphDecodeMatchesEagerDecode) {
   } else {
     EXPECT_TRUE(graph->decode_graph_status().starts_with("graph (")) << f.name << ": " << graph->decode_graph_status();
   }
+}
+
+// The host loop of a greedy decode over `steps` graph steps after `prompt` (forward one token, runtime::argmax of its
+// logits), from `first`: the tokens chosen.
+std::vector<int32_t> host_greedy(runtime::Model& model, std::span<const int32_t> prompt, int32_t first, int64_t steps) {
+  model.reset();
+  model.forward(prompt, false);
+  std::vector<int32_t> chosen;
+  int32_t token = first;
+  for (int64_t i = 0; i < steps; ++i) {
+    const Tensor logits = model.forward(std::span<const int32_t>(&token, 1), false);
+    token = runtime::argmax(std::span<const float>(logits.data<float>(), static_cast<size_t>(logits.size(1))));
+    chosen.push_back(token);
+  }
+  return chosen;
+}
+
+// Greedy decoding with the host out of the loop (Model::decode_greedy: steps queued on the device, each choosing
+// its successor there) against the host loop over the same graph steps, BF16: the same tokens over 40 steps (the KV
+// cache grows 16 -> 32 -> 64 slots on the way, so the graph is captured again); stopped after 7 choices, the
+// sequence holds exactly those 7 steps (the ones queued past them ran but are not kept) and continues with the host
+// loop's logits. Models whose steps cannot be a graph get nullopt and nothing runs.
+TEST_P(CudaModelFixtureTest, DeviceGreedyDecodeMatchesHostLoop) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  auto host = runtime::Model::load(f.dir, cuda_options(DType::BF16));
+  auto dev = runtime::Model::load(f.dir, cuda_options(DType::BF16));
+  const std::vector<int32_t> prompt = random_tokens(5, f.logits.size(1), 21);
+  const int32_t first = 3;
+  const std::vector<int32_t> want = host_greedy(*host, prompt, first, 40);
+  dev->forward(prompt, false);
+  std::vector<int32_t> got;
+  std::optional<int64_t> steps = dev->decode_greedy(first, 40, [&](int32_t t) {
+    got.push_back(t);
+    return true;
+  });
+  if (!decodes_with_graph(f, *dev)) {
+    EXPECT_FALSE(steps.has_value()) << f.name;
+    EXPECT_TRUE(got.empty()) << f.name;
+    EXPECT_EQ(dev->cache_length(), 5) << f.name;
+    return;
+  }
+  ASSERT_TRUE(steps.has_value()) << f.name << ": " << dev->decode_graph_status();
+  EXPECT_EQ(*steps, 40) << f.name;
+  EXPECT_EQ(got, want) << f.name << ": greedy tokens, device loop vs host loop";
+  EXPECT_EQ(dev->cache_length(), 45) << f.name;
+
+  dev->reset(5);
+  got.clear();
+  steps = dev->decode_greedy(first, 40, [&](int32_t t) {
+    got.push_back(t);
+    return got.size() < 7;
+  });
+  ASSERT_TRUE(steps.has_value()) << f.name;
+  EXPECT_EQ(*steps, 7) << f.name;
+  EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + 7)) << f.name;
+  ASSERT_EQ(dev->cache_length(), 12) << f.name;
+  host->reset(12);  // the prompt, then `first` and want[0..5] forwarded
+  const int32_t next = want[6];
+  expect_close_to_cpu(f.name + ": the step after a stopped device loop vs the host loop's",
+                      dev->forward(std::span<const int32_t>(&next, 1), false),
+                      host->forward(std::span<const int32_t>(&next, 1), false), 1e-6, 0);
+}
+
+// 600 device-chosen steps (three segments of queued steps, the cache growing to 1024 slots, so attention takes its
+// chunked form inside the graph) give the host loop's tokens; QLM_DECODE_AHEAD=0 is not needed for the host loop
+// (forward() never chooses on the device).
+TEST(CudaModelTest, DeviceGreedyDecodeOverSegments) {
+  SKIP_WITHOUT_GPU();
+  const fs::path dir = testing::model_fixture_root() / "llama-gqa";
+  auto host = runtime::Model::load(dir, cuda_options(DType::BF16));
+  auto dev = runtime::Model::load(dir, cuda_options(DType::BF16));
+  const std::vector<int32_t> prompt = random_tokens(9, dev->vocab_size(), 23);
+  const std::vector<int32_t> want = host_greedy(*host, prompt, 5, 600);
+  dev->forward(prompt, false);
+  std::vector<int32_t> got;
+  const std::optional<int64_t> steps = dev->decode_greedy(5, 600, [&](int32_t t) {
+    got.push_back(t);
+    return true;
+  });
+  ASSERT_TRUE(steps.has_value()) << dev->decode_graph_status();
+  EXPECT_EQ(*steps, 600);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(dev->cache_length(), 609);
 }
 
 // Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "runtime/ops/kv_cache.h"
 #include "runtime/ops/rms_norm.h"
 #include "runtime/ops/rope.h"
+#include "runtime/sampling.h"
 
 // The device ops exist only in CUDA builds.
 #ifdef QLM_WITH_CUDA
@@ -429,6 +432,74 @@ TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
     EXPECT_EQ(got.dtype(), out);
     EXPECT_LE(max_rel_diff(download(got), want), tolerance_of(out)) << "attention out " << dtype_name(out);
   }
+}
+
+
+// The last kernel of a CUDA-graph decode step: the token runtime::argmax takes (the first of tied maxima, NaN
+// never, 0 when every logit is NaN) for vocabularies of 1 to 151936 ids with ties, NaN, infinities; the slot moved
+// on by one and its angles copied from the table (left as they were past the table's last row). The table's rows
+// are rope_angles of each single position, dynamic scaling past max_position_embeddings included.
+TEST(CudaRuntimeOps, DecodeAdvanceTakesArgmaxAndNextAngles) {
+  SKIP_WITHOUT_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  ops::RopeParams rope;
+  rope.type = ops::RopeType::Dynamic;
+  rope.head_dim = rope.rotary_dim = 16;
+  rope.factor = 2.0;
+  rope.max_position_embeddings = 8;
+  const int64_t rows = 20, half = 8;
+  const Tensor table = ops::cu::rope_table(rope, rows, kGpu);
+  const std::vector<float> table_host = download(table);
+  for (int64_t p = 0; p < rows; ++p) {
+    const ops::RopeAngles a = ops::rope_angles(rope, std::span<const int64_t>(&p, 1));
+    for (int64_t i = 0; i < half; ++i) {
+      ASSERT_EQ(table_host[p * 2 * half + i], a.cos[i]) << "row " << p;
+      ASSERT_EQ(table_host[p * 2 * half + half + i], a.sin[i]) << "row " << p;
+    }
+  }
+  uint32_t seed = 40;
+  for (const int64_t vocab : {1, 5, 1000, 4097, 128256, 151936})
+    for (int variant = 0; variant < 6; ++variant) {
+      std::vector<float> logits = random_floats(static_cast<size_t>(vocab), ++seed, 3.0f);
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<int64_t> at(0, vocab - 1);
+      if (variant == 1)  // the maximum three times: the first wins
+        for (int k = 0; k < 3; ++k) logits[static_cast<size_t>(at(rng))] = 100.0f;
+      if (variant == 2) {  // NaN first and scattered, +inf twice
+        logits[0] = nan;
+        for (int k = 0; k < 50; ++k) logits[static_cast<size_t>(at(rng))] = nan;
+        logits[static_cast<size_t>(at(rng))] = inf;
+        logits[static_cast<size_t>(at(rng))] = inf;
+      }
+      if (variant == 3) std::fill(logits.begin(), logits.end(), nan);
+      if (variant == 4) std::fill(logits.begin(), logits.end(), -inf);
+      if (variant == 5) {  // -0 and +0 tied as the maximum
+        std::fill(logits.begin(), logits.end(), -1.0f);
+        logits[static_cast<size_t>(vocab - 1)] = 0.0f;
+        logits[static_cast<size_t>(vocab / 2)] = -0.0f;
+      }
+      const int32_t want = runtime::argmax(logits);
+      for (const int32_t slot : {3, 12, static_cast<int32_t>(rows - 1)}) {
+        const std::string what = "vocab " + std::to_string(vocab) + " variant " + std::to_string(variant) +
+                                 " slot " + std::to_string(slot);
+        ops::cu::DecodeStepInputs in = ops::cu::make_decode_step_inputs(half, kGpu);
+        const int64_t pos = slot;
+        const ops::RopeAngles here = ops::rope_angles(rope, std::span<const int64_t>(&pos, 1));
+        ops::cu::write_decode_step_inputs(in, 7, slot, here);
+        ops::cu::decode_advance(upload(logits, {1, vocab}), in, table);
+        const std::vector<float> got = download(in.buffer);
+        int32_t token = -1, next = -1;
+        std::memcpy(&token, &got[0], sizeof(token));
+        std::memcpy(&next, &got[1], sizeof(next));
+        EXPECT_EQ(token, want) << what;
+        EXPECT_EQ(next, slot + 1) << what;
+        for (int64_t i = 0; i < 2 * half; ++i) {
+          const float expect = slot + 1 < rows ? table_host[(slot + 1) * 2 * half + i]
+                                               : (i < half ? here.cos[i] : here.sin[i - half]);
+          ASSERT_EQ(got[2 + i], expect) << what << " angle " << i;
+        }
+      }
+    }
 }
 
 }  // namespace

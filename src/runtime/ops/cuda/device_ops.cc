@@ -1,8 +1,11 @@
 #include "runtime/ops/cuda/device_ops.h"
 
 #ifdef QLM_WITH_CUDA
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "runtime/ops/cuda/elem_type.h"
@@ -105,6 +108,61 @@ DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device) 
   rope.cos = Tensor::from_vector(angles.cos, {tokens, angles.half}).to_device(device);
   rope.sin = Tensor::from_vector(angles.sin, {tokens, angles.half}).to_device(device);
   return rope;
+}
+
+DecodeStepInputs make_decode_step_inputs(int64_t half, Device device) {
+  QLM_CHECK(half >= 0 && !device.is_cpu());
+  DecodeStepInputs in;
+  in.buffer = Tensor::zeros({2 + 2 * half}, DType::F32, device);
+  in.rope.half = half;
+  in.rope.tokens = 1;
+  in.rope.cos = in.buffer.narrow(0, 2, half).view({1, half});
+  in.rope.sin = in.buffer.narrow(0, 2 + half, half).view({1, half});
+  return in;
+}
+
+void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int32_t slot, const RopeAngles& angles) {
+  const int64_t half = in.rope.half;
+  QLM_CHECK(angles.half == half && static_cast<int64_t>(angles.cos.size()) == half &&
+            static_cast<int64_t>(angles.sin.size()) == half);
+  Tensor host = Tensor::empty({2 + 2 * half}, DType::F32);
+  float* h = host.data<float>();
+  std::memcpy(h, &token, sizeof(token));
+  std::memcpy(h + 1, &slot, sizeof(slot));
+  std::copy(angles.cos.begin(), angles.cos.end(), h + 2);
+  std::copy(angles.sin.begin(), angles.sin.end(), h + 2 + half);
+  copy_tensor_bytes(in.buffer, host);
+}
+
+void decode_advance(const Tensor& logits, DecodeStepInputs& in, const Tensor& table) {
+  check_f32_matrix(logits);
+  QLM_CHECK(logits.size(0) == 1 && table.dim() == 2 && !table.on_host() && table.dtype() == DType::F32 &&
+            table.size(1) == 2 * in.rope.half);
+  QLM_CUDA_CHECK(launch_decode_advance(logits.data<float>(), logits.size(1), in.step(), in.buffer.data<float>() + 2,
+                                       table.data<float>(), table.size(0), in.rope.half, stream_of(logits)));
+}
+
+Tensor rope_table(const RopeParams& params, int64_t positions, Device device) {
+  QLM_CHECK(positions > 0);
+  // Row p is rope_angles({p}), as a single step at p computes it: with dynamic scaling the frequencies depend on the
+  // sequence length p + 1 past max_position_embeddings, so those rows are computed one by one; all others share
+  // one set of frequencies and are computed together.
+  const int64_t shared = params.type == RopeType::Dynamic ? std::min(positions, params.max_position_embeddings)
+                                                          : positions;
+  std::vector<int64_t> pos(static_cast<size_t>(std::max<int64_t>(shared, 1)));
+  for (size_t p = 0; p < pos.size(); ++p) pos[p] = static_cast<int64_t>(p);
+  const RopeAngles first = rope_angles(params, pos);
+  const int64_t half = first.half;
+  Tensor host = Tensor::empty({positions, 2 * half}, DType::F32);
+  float* h = host.data<float>();
+  const auto put = [&](int64_t p, const RopeAngles& a, int64_t r) {
+    std::copy_n(a.cos.begin() + r * half, half, h + p * 2 * half);
+    std::copy_n(a.sin.begin() + r * half, half, h + p * 2 * half + half);
+  };
+  for (int64_t p = 0; p < std::min<int64_t>(positions, static_cast<int64_t>(pos.size())); ++p) put(p, first, p);
+  for (int64_t p = static_cast<int64_t>(pos.size()); p < positions; ++p)
+    put(p, rope_angles(params, std::span<const int64_t>(&p, 1)), 0);
+  return host.to_device(device);
 }
 
 void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim) {

@@ -45,6 +45,22 @@ struct DeviceRope {
   Tensor cos, sin;  // F32 [tokens, half] on the device
 };
 DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device);
+// The inputs of a CUDA-graph decode step, in one F32 device tensor so one copy writes them: elements 0 and 1 hold
+// the token id and its slot as int32 bits, then the slot's rotary cos [half] and sin [half] (`rope` views them).
+struct DecodeStepInputs {
+  Tensor buffer;  // F32 [2 + 2·half] on the device
+  DeviceRope rope;
+  int32_t* step() { return reinterpret_cast<int32_t*>(buffer.data<float>()); }  // [token, slot]
+};
+DecodeStepInputs make_decode_step_inputs(int64_t half, Device device);
+// Writes token, slot and the slot's angles (RopeAngles of that one position) into the inputs from the host.
+void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int32_t slot, const RopeAngles& angles);
+// The step's last kernel (launch_decode_advance): the greedy token of logits F32 [1, vocab] into step()[0], the slot
+// + 1, and that slot's angles from table F32 [rows, 2·half] (the rope_table of the positions 0 .. rows - 1).
+void decode_advance(const Tensor& logits, DecodeStepInputs& in, const Tensor& table);
+// F32 [positions, 2·half] on the device: row p holds position p's cos then sin (ops::rope_angles).
+Tensor rope_table(const RopeParams& params, int64_t positions, Device device);
+
 // Rotates `heads` heads of head_dim starting at column col0 of every row of the F32 tensor x.
 void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim);
 

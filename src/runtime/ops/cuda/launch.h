@@ -43,6 +43,13 @@ cudaError_t launch_to_f32(const void* x, ElemType x_type, float* out, int64_t n,
 cudaError_t launch_silu_and_mul(const void* gate_up, void* out, ElemType type, int64_t rows, int64_t width,
                                 cudaStream_t stream);
 
+// The end of a CUDA-graph decode step (decode_advance.cu): step[0] = the greedy token of logits [vocab] (the first
+// index of the largest value, NaN never chosen, 0 when all are NaN: runtime::argmax), step[1] += 1, and angles
+// [2·half] = row step[1] of table [table_rows, 2·half] (the next position's cos then sin; left as they are past the
+// table). One block.
+cudaError_t launch_decode_advance(const float* logits, int64_t vocab, int32_t* step, float* angles, const float* table,
+                                  int64_t table_rows, int64_t half, cudaStream_t stream);
+
 // Rotates x[t, h, 0:2·half] in place (rotate_half pairing i ↔ i + half, as ops::apply_rope) with
 // cos/sin [tokens, half]; rows are row_stride floats apart, heads head_dim apart.
 cudaError_t launch_rotary(float* x, int64_t row_stride, int64_t tokens, int64_t heads, int64_t head_dim,
