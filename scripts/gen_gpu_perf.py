@@ -41,17 +41,20 @@ def render_decode(decode_recs, bw):
         return []
     lines = ["### Whole-model decode (`qlm bench-decode`)", "",
              "Synthetic Llama-3- and Qwen3-MoE-shaped int4 GPTQ g128 checkpoints (random weights, lm_head quantized), one "
-             "sequence: a prompt, then single-token steps, each returning its logits to the host. "
+             "sequence: a prompt, then single-token steps as `qlm generate` runs them greedily. "
              "`decode step`: each step as one captured CUDA graph (`--cuda-graph on`, the default) or every "
-             "kernel launched from the host (`off`). Floor = linear-layer weight bytes per token (routed experts: "
-             "top_k of num_experts per layer) / copy bandwidth.", "",
-             "| model | kernels | prompt + steps | decode step | decode tokens/s | ms/token | weight GB/token | floor ms/token | % of floor |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "kernel launched from the host (`off`). `loop`: `device` — the graph steps queued ahead of the host, each "
+             "choosing the next token on the GPU (Model::decode_greedy); `host` — each step's logits returned to the "
+             "host, which launches the next (eager steps, and rows measured before session 43). Floor = linear-layer "
+             "weight bytes per token (routed experts: top_k of num_experts per layer) / copy bandwidth.", "",
+             "| model | kernels | prompt + steps | decode step | loop | decode tokens/s | ms/token | weight GB/token | floor ms/token | % of floor |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in decode_recs:
         floor_ms = r["weight_bytes_per_token"] / (bw * 1e9) * 1e3 if bw else None
         pct = f"{100 * floor_ms / r['decode_ms_per_token']:.0f} %" if floor_ms else "—"
         step = r.get("decode_step", "eager (before CUDA graphs)")
-        lines.append(f"| {r['model']} | {r['kernels']} | {r['prompt_len']} + {r['decode_tokens']} | {step} | "
+        loop = "device" if r.get("decode_loop", "").startswith("greedy on the device") else "host"
+        lines.append(f"| {r['model']} | {r['kernels']} | {r['prompt_len']} + {r['decode_tokens']} | {step} | {loop} | "
                      f"{r['decode_tok_s']:.1f} | "
                      f"{r['decode_ms_per_token']:.2f} | {r['weight_bytes_per_token'] / 1e9:.2f} | {fmt_us(floor_ms)} | "
                      f"{pct} |")

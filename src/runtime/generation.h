@@ -1,5 +1,7 @@
 // The generation loop: one prefill forward over the prompt, then one forward per new token, with
-// the sampler choosing each token from the last logits. Timing is kept for the CLI's report.
+// the sampler choosing each token from the last logits. Greedy decoding on a model that can (Model::decode_greedy:
+// CUDA graph steps queued ahead of the host) takes the tokens after the first from the device instead — the same
+// tokens. Timing is kept for the CLI's report.
 #pragma once
 
 #include <cstdint>

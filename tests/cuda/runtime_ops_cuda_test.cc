@@ -486,17 +486,23 @@ TEST(CudaRuntimeOps, DecodeAdvanceTakesArgmaxAndNextAngles) {
         const int64_t pos = slot;
         const ops::RopeAngles here = ops::rope_angles(rope, std::span<const int64_t>(&pos, 1));
         ops::cu::write_decode_step_inputs(in, 7, slot, here);
-        ops::cu::decode_advance(upload(logits, {1, vocab}), in, table);
-        const std::vector<float> got = download(in.buffer);
-        int32_t token = -1, next = -1;
-        std::memcpy(&token, &got[0], sizeof(token));
-        std::memcpy(&next, &got[1], sizeof(next));
-        EXPECT_EQ(token, want) << what;
-        EXPECT_EQ(next, slot + 1) << what;
-        for (int64_t i = 0; i < 2 * half; ++i) {
-          const float expect = slot + 1 < rows ? table_host[(slot + 1) * 2 * half + i]
-                                               : (i < half ? here.cos[i] : here.sin[i - half]);
-          ASSERT_EQ(got[2 + i], expect) << what << " angle " << i;
+        const Tensor device_logits = upload(logits, {1, vocab});
+        std::vector<float> expect(here.cos);
+        expect.insert(expect.end(), here.sin.begin(), here.sin.end());
+        for (int32_t launch = 1; launch <= 2; ++launch) {  // the second launch: its blocks' count starts at 0 again
+          ops::cu::decode_advance(device_logits, in, table);
+          const std::vector<float> got = download(in.buffer);
+          int32_t token = -1, next = -1;
+          std::memcpy(&token, &got[0], sizeof(token));
+          std::memcpy(&next, &got[1], sizeof(next));
+          EXPECT_EQ(token, want) << what << " launch " << launch;
+          EXPECT_EQ(next, slot + launch) << what << " launch " << launch;
+          if (slot + launch < rows)
+            expect.assign(table_host.begin() + (slot + launch) * 2 * half,
+                          table_host.begin() + (slot + launch + 1) * 2 * half);
+          for (int64_t i = 0; i < 2 * half; ++i)
+            ASSERT_EQ(got[2 + i], expect[static_cast<size_t>(i)]) << what << " launch " << launch << " angle " << i;
+          EXPECT_EQ(in.scratch.to_device(Device::cpu()).data<int32_t>()[0], 0) << what << ": the blocks' count";
         }
       }
     }

@@ -1,5 +1,10 @@
 // The last node of a CUDA-graph decode step (launch_decode_advance): the greedy token chosen on the device and the
 // next step's inputs written, so steps can follow each other without the host.
+//
+// kDecodeAdvanceBlocks blocks each take a strided share of the logits to one (value, index); the last block to
+// finish (counted on scratch[0], acq_rel) takes the blocks' results in block order, writes the step and sets the
+// count back to 0 for the next replay. One block alone took ~35 µs for Llama-3's 128256 logits (H200, a decode
+// step traced by scripts/probe_decode_trace.sh).
 #include <cmath>
 
 #include "runtime/ops/cuda/elem.cuh"
@@ -7,7 +12,7 @@
 namespace qlm::ops::cu {
 namespace {
 
-constexpr int kAdvanceThreads = 1024;
+constexpr int kAdvanceThreads = 256;
 
 // (value, index) of the larger logit: NaN never wins, ties go to the lower index (runtime::argmax's order).
 struct Best {
@@ -21,28 +26,56 @@ __device__ __forceinline__ Best better(Best a, Best b) {
   return a;
 }
 
-__global__ void __launch_bounds__(kAdvanceThreads)
-    decode_advance_kernel(const float* __restrict__ logits, int64_t vocab, int32_t* __restrict__ step,
-                          float* __restrict__ angles, const float* __restrict__ table, int64_t table_rows,
-                          int64_t half) {
-  pdl_enter();
-  Best best{0.0f, -1};
-  for (int64_t i = threadIdx.x; i < vocab; i += kAdvanceThreads) {
-    const float v = logits[i];
-    if (!isnan(v)) best = better(best, Best{v, static_cast<int32_t>(i)});
-  }
+// The block's best; valid in thread 0.
+__device__ __forceinline__ Best block_best(Best best) {
   for (int off = 16; off > 0; off >>= 1) {
     const Best other{__shfl_down_sync(0xffffffffu, best.value, off), __shfl_down_sync(0xffffffffu, best.index, off)};
     best = better(best, other);
   }
   __shared__ Best warp_best[kAdvanceThreads / 32];
-  __shared__ int32_t next_row;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_best[warp] = best;
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
   __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < kAdvanceThreads / 32; ++w) best = better(best, warp_best[w]);
+  return best;
+}
+
+__device__ __forceinline__ unsigned count_in_acq_rel(unsigned* counter) {
+  unsigned before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+  return before;
+}
+
+__global__ void __launch_bounds__(kAdvanceThreads)
+    decode_advance_kernel(const float* __restrict__ logits, int64_t vocab, int32_t* __restrict__ step,
+                          float* __restrict__ angles, const float* __restrict__ table, int64_t table_rows,
+                          int64_t half, int32_t* __restrict__ scratch) {
+  pdl_enter();
+  Best best{0.0f, -1};
+  const int64_t stride = int64_t{gridDim.x} * kAdvanceThreads;
+  for (int64_t i = blockIdx.x * int64_t{kAdvanceThreads} + threadIdx.x; i < vocab; i += stride) {
+    const float v = __ldcg(logits + i);
+    if (!isnan(v)) best = better(best, Best{v, static_cast<int32_t>(i)});
+  }
+  best = block_best(best);
+  __shared__ bool last;
+  __shared__ int32_t next_row;
+  Best* partial = reinterpret_cast<Best*>(scratch + 2);
+  unsigned* count = reinterpret_cast<unsigned*>(scratch);
   if (threadIdx.x == 0) {
-    Best b = warp_best[0];
-    for (int w = 1; w < kAdvanceThreads / 32; ++w) b = better(b, warp_best[w]);
+    partial[blockIdx.x] = best;
+    // Releases this block's result; the last block's count acquires every other block's.
+    last = count_in_acq_rel(count) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x == 0) {
+    Best b{0.0f, -1};
+    for (unsigned k = 0; k < gridDim.x; ++k) {
+      const Best p{__ldcg(&partial[k].value), __ldcg(&partial[k].index)};
+      b = better(b, p);
+    }
+    *count = 0u;  // for the next replay (kernels of one stream never overlap this one's last block)
     const int32_t row = step[1] + 1;
     step[0] = b.index < 0 ? 0 : b.index;  // every logit NaN: token 0, as runtime::argmax
     step[1] = row;
@@ -57,10 +90,10 @@ __global__ void __launch_bounds__(kAdvanceThreads)
 }  // namespace
 
 cudaError_t launch_decode_advance(const float* logits, int64_t vocab, int32_t* step, float* angles, const float* table,
-                                  int64_t table_rows, int64_t half, cudaStream_t stream) {
-  if (vocab < 1 || vocab > INT32_MAX || table_rows < 0 || half < 0) return cudaErrorInvalidValue;
-  return launch_pdl(decode_advance_kernel, dim3(1), kAdvanceThreads, 0, stream, logits, vocab, step, angles, table,
-                    table_rows, half);
+                                  int64_t table_rows, int64_t half, int32_t* scratch, cudaStream_t stream) {
+  if (vocab < 1 || vocab > INT32_MAX || table_rows < 0 || half < 0 || scratch == nullptr) return cudaErrorInvalidValue;
+  return launch_pdl(decode_advance_kernel, dim3(kDecodeAdvanceBlocks), kAdvanceThreads, 0, stream, logits, vocab, step,
+                    angles, table, table_rows, half, scratch);
 }
 
 }  // namespace qlm::ops::cu

@@ -118,6 +118,7 @@ DecodeStepInputs make_decode_step_inputs(int64_t half, Device device) {
   in.rope.tokens = 1;
   in.rope.cos = in.buffer.narrow(0, 2, half).view({1, half});
   in.rope.sin = in.buffer.narrow(0, 2 + half, half).view({1, half});
+  in.scratch = Tensor::zeros({kDecodeAdvanceScratch}, DType::I32, device);
   return in;
 }
 
@@ -139,7 +140,8 @@ void decode_advance(const Tensor& logits, DecodeStepInputs& in, const Tensor& ta
   QLM_CHECK(logits.size(0) == 1 && table.dim() == 2 && !table.on_host() && table.dtype() == DType::F32 &&
             table.size(1) == 2 * in.rope.half);
   QLM_CUDA_CHECK(launch_decode_advance(logits.data<float>(), logits.size(1), in.step(), in.buffer.data<float>() + 2,
-                                       table.data<float>(), table.size(0), in.rope.half, stream_of(logits)));
+                                       table.data<float>(), table.size(0), in.rope.half, in.scratch.data<int32_t>(),
+                                       stream_of(logits)));
 }
 
 Tensor rope_table(const RopeParams& params, int64_t positions, Device device) {

@@ -50,6 +50,7 @@ DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device);
 struct DecodeStepInputs {
   Tensor buffer;  // F32 [2 + 2·half] on the device
   DeviceRope rope;
+  Tensor scratch;  // I32 [kDecodeAdvanceScratch] for decode_advance's blocks (zero between launches)
   int32_t* step() { return reinterpret_cast<int32_t*>(buffer.data<float>()); }  // [token, slot]
 };
 DecodeStepInputs make_decode_step_inputs(int64_t half, Device device);

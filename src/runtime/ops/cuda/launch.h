@@ -46,9 +46,11 @@ cudaError_t launch_silu_and_mul(const void* gate_up, void* out, ElemType type, i
 // The end of a CUDA-graph decode step (decode_advance.cu): step[0] = the greedy token of logits [vocab] (the first
 // index of the largest value, NaN never chosen, 0 when all are NaN: runtime::argmax), step[1] += 1, and angles
 // [2·half] = row step[1] of table [table_rows, 2·half] (the next position's cos then sin; left as they are past the
-// table). One block.
+// table). scratch: kDecodeAdvanceScratch int32 on the device, zero before the first launch; each launch leaves it so.
+inline constexpr int kDecodeAdvanceBlocks = 64;
+inline constexpr int kDecodeAdvanceScratch = 2 + 2 * kDecodeAdvanceBlocks;
 cudaError_t launch_decode_advance(const float* logits, int64_t vocab, int32_t* step, float* angles, const float* table,
-                                  int64_t table_rows, int64_t half, cudaStream_t stream);
+                                  int64_t table_rows, int64_t half, int32_t* scratch, cudaStream_t stream);
 
 // Rotates x[t, h, 0:2·half] in place (rotate_half pairing i ↔ i + half, as ops::apply_rope) with
 // cos/sin [tokens, half]; rows are row_stride floats apart, heads head_dim apart.
