@@ -2,9 +2,10 @@
 // next step's inputs written, so steps can follow each other without the host.
 //
 // kDecodeAdvanceBlocks blocks each take a strided share of the logits to one (value, index); the last block to
-// finish (counted on scratch[0], acq_rel) takes the blocks' results in block order, writes the step and sets the
-// count back to 0 for the next replay. One block alone took ~35 µs for Llama-3's 128256 logits (H200, a decode
-// step traced by scripts/probe_decode_trace.sh).
+// finish (counted on scratch[0], acq_rel) reduces the blocks' results, one per thread, writes the step and sets
+// the count back to 0 for the next replay. Latency is the cost here: one block scanning Llama-3's 128256 logits
+// took ~35 µs (H200), and 64 blocks whose last one read the 64 results in a loop of dependent loads ~28 µs (H100;
+// decode steps traced by scripts/probe_decode_trace.sh), so every thread keeps kAdvanceLoads loads in flight.
 #include <cmath>
 
 #include "runtime/ops/cuda/elem.cuh"
@@ -46,16 +47,28 @@ __device__ __forceinline__ unsigned count_in_acq_rel(unsigned* counter) {
   return before;
 }
 
+// Loads in flight per thread in the scan.
+constexpr int kAdvanceLoads = 4;
+static_assert(kDecodeAdvanceBlocks <= kAdvanceThreads, "the last block takes one block's result per thread");
+
 __global__ void __launch_bounds__(kAdvanceThreads)
     decode_advance_kernel(const float* __restrict__ logits, int64_t vocab, int32_t* __restrict__ step,
                           float* __restrict__ angles, const float* __restrict__ table, int64_t table_rows,
                           int64_t half, int32_t* __restrict__ scratch) {
   pdl_enter();
   Best best{0.0f, -1};
-  const int64_t stride = int64_t{gridDim.x} * kAdvanceThreads;
-  for (int64_t i = blockIdx.x * int64_t{kAdvanceThreads} + threadIdx.x; i < vocab; i += stride) {
-    const float v = __ldcg(logits + i);
-    if (!isnan(v)) best = better(best, Best{v, static_cast<int32_t>(i)});
+  const int64_t stride = int64_t{gridDim.x} * kAdvanceThreads * kAdvanceLoads;
+  for (int64_t base = blockIdx.x * int64_t{kAdvanceThreads} * kAdvanceLoads + threadIdx.x; base < vocab;
+       base += stride) {
+    float v[kAdvanceLoads];
+#pragma unroll
+    for (int u = 0; u < kAdvanceLoads; ++u) {
+      const int64_t i = base + u * kAdvanceThreads;
+      v[u] = i < vocab ? __ldcg(logits + i) : NAN;
+    }
+#pragma unroll
+    for (int u = 0; u < kAdvanceLoads; ++u)
+      if (!isnan(v[u])) best = better(best, Best{v[u], static_cast<int32_t>(base + u * kAdvanceThreads)});
   }
   best = block_best(best);
   __shared__ bool last;
@@ -69,15 +82,14 @@ __global__ void __launch_bounds__(kAdvanceThreads)
   }
   __syncthreads();
   if (!last) return;
+  // The last block: one block's result per thread, reduced like a block's own (the order of `better` is total).
+  Best p{0.0f, -1};
+  if (threadIdx.x < gridDim.x) p = Best{__ldcg(&partial[threadIdx.x].value), __ldcg(&partial[threadIdx.x].index)};
+  p = block_best(p);
   if (threadIdx.x == 0) {
-    Best b{0.0f, -1};
-    for (unsigned k = 0; k < gridDim.x; ++k) {
-      const Best p{__ldcg(&partial[k].value), __ldcg(&partial[k].index)};
-      b = better(b, p);
-    }
     *count = 0u;  // for the next replay (kernels of one stream never overlap this one's last block)
     const int32_t row = step[1] + 1;
-    step[0] = b.index < 0 ? 0 : b.index;  // every logit NaN: token 0, as runtime::argmax
+    step[0] = p.index < 0 ? 0 : p.index;  // every logit NaN: token 0, as runtime::argmax
     step[1] = row;
     next_row = row;
   }
