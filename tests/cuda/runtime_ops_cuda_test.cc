@@ -434,7 +434,6 @@ TEST(CudaRuntimeOps, AttentionOutputInActDtype) {
   }
 }
 
-
 // The last kernel of a CUDA-graph decode step: the token runtime::argmax takes (the first of tied maxima, NaN
 // never, 0 when every logit is NaN) for vocabularies of 1 to 151936 ids with ties, NaN, infinities; the slot moved
 // on by one and its angles copied from the table (left as they were past the table's last row). The table's rows
@@ -480,8 +479,8 @@ TEST(CudaRuntimeOps, DecodeAdvanceTakesArgmaxAndNextAngles) {
       }
       const int32_t want = runtime::argmax(logits);
       for (const int32_t slot : {3, 12, static_cast<int32_t>(rows - 1)}) {
-        const std::string what = "vocab " + std::to_string(vocab) + " variant " + std::to_string(variant) +
-                                 " slot " + std::to_string(slot);
+        const std::string what =
+            "vocab " + std::to_string(vocab) + " variant " + std::to_string(variant) + " slot " + std::to_string(slot);
         ops::cu::DecodeStepInputs in = ops::cu::make_decode_step_inputs(half, kGpu);
         const int64_t pos = slot;
         const ops::RopeAngles here = ops::rope_angles(rope, std::span<const int64_t>(&pos, 1));

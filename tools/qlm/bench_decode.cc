@@ -183,8 +183,8 @@ void bench_decode(const BenchDecodeOptions& o) {
   j["tp_procs"] = model->joined_group();
   j["kernels"] = model->plan().summary();
   if (!model->decode_graph_status().empty()) j["decode_step"] = model->decode_graph_status();
-  j["decode_loop"] = on_device ? "greedy on the device, steps queued ahead of the host"
-                               : "host: each step's logits to the host";
+  j["decode_loop"] =
+      on_device ? "greedy on the device, steps queued ahead of the host" : "host: each step's logits to the host";
   j["load_s"] = model->load_seconds();
   if (write_s > 0) j["synthetic_write_s"] = write_s;
   j["prompt_len"] = o.prompt_len;

@@ -53,8 +53,8 @@ static_assert(kDecodeAdvanceBlocks <= kAdvanceThreads, "the last block takes one
 
 __global__ void __launch_bounds__(kAdvanceThreads)
     decode_advance_kernel(const float* __restrict__ logits, int64_t vocab, int32_t* __restrict__ step,
-                          float* __restrict__ angles, const float* __restrict__ table, int64_t table_rows,
-                          int64_t half, int32_t* __restrict__ scratch) {
+                          float* __restrict__ angles, const float* __restrict__ table, int64_t table_rows, int64_t half,
+                          int32_t* __restrict__ scratch) {
   pdl_enter();
   Best best{0.0f, -1};
   const int64_t stride = int64_t{gridDim.x} * kAdvanceThreads * kAdvanceLoads;

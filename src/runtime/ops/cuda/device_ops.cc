@@ -149,8 +149,8 @@ Tensor rope_table(const RopeParams& params, int64_t positions, Device device) {
   // Row p is rope_angles({p}), as a single step at p computes it: with dynamic scaling the frequencies depend on the
   // sequence length p + 1 past max_position_embeddings, so those rows are computed one by one; all others share
   // one set of frequencies and are computed together.
-  const int64_t shared = params.type == RopeType::Dynamic ? std::min(positions, params.max_position_embeddings)
-                                                          : positions;
+  const int64_t shared =
+      params.type == RopeType::Dynamic ? std::min(positions, params.max_position_embeddings) : positions;
   std::vector<int64_t> pos(static_cast<size_t>(std::max<int64_t>(shared, 1)));
   for (size_t p = 0; p < pos.size(); ++p) pos[p] = static_cast<int64_t>(p);
   const RopeAngles first = rope_angles(params, pos);
