@@ -1,7 +1,8 @@
 // The runtime's CUDA ops against the CPU ops of src/runtime/ops on random data: RMSNorm (rows and
 // per-head), rotary, SiLU·mul, embedding gather, residual add, the device KV cache (F32/F16/BF16
-// storage with k/v scales, growth keeping contents) and attention (GQA, causal, sliding window,
-// prefill and decode). Skipped without a visible GPU.
+// storage with k/v scales, growth keeping contents), attention (GQA, causal, sliding window,
+// prefill and decode) and the decode graph's last kernel (greedy token, next slot and angles). Skipped without a
+// visible GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
