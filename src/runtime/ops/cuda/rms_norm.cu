@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/env_switch.h"
 #include "runtime/ops/cuda/elem.cuh"
 
 namespace qlm::ops::cu {
@@ -9,14 +10,61 @@ namespace {
 
 constexpr int kMaxBlock = 1024;
 
+// The block's sum of the threads' `sum`, in every thread (double, warp order then warp by warp: fixed).
+__device__ __forceinline__ double block_sum(double sum) {
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __shared__ double partial[kMaxBlock / 32];
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
+  return total;
+}
+
 // One block per vector, sized to the vector (up to 1024 threads, four elements each where rows
 // allow 16-byte loads) so that every load of a vector is in flight at once: a single decode row
 // (dim 4096) is one load per thread, not a latency-bound loop of 32. With ADD, the vector first
 // gets `add` (same layout, type AT) added and written back to x: the residual add fused in.
-template <ElemType YT, ElemType AT, bool ADD>
+// ONE (16-byte loads, at most four elements per thread: decode rows up to 4096 and per-head norms): the thread's
+// weights are loaded before the wait for the previous kernel (they never change) and its elements stay in
+// registers between the sum and the output, so the chain after the wait is one load round, not two. The same
+// operations in the same order as the general form: the same bits.
+template <ElemType YT, ElemType AT, bool ADD, bool ONE>
 __global__ void __launch_bounds__(kMaxBlock)
     rms_norm_kernel(float* x, int64_t x_stride, const void* add, const float* weight, void* y, int64_t y_stride,
                     int64_t groups, int64_t dim, float eps, bool vec4) {
+  if constexpr (ONE) {
+    const int64_t i = 4 * threadIdx.x;
+    const bool has = i < dim;
+    const float4 w = has ? *reinterpret_cast<const float4*>(weight + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    pdl_enter();
+    const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
+    float* xr = x + r * x_stride + g * dim;
+    const int64_t a0 = r * x_stride + g * dim, y0 = r * y_stride + g * dim;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    double sum = 0;
+    if (has) {
+      v = *reinterpret_cast<const float4*>(xr + i);
+      if constexpr (ADD) {
+        v.x += load_elem<AT>(add, a0 + i);
+        v.y += load_elem<AT>(add, a0 + i + 1);
+        v.z += load_elem<AT>(add, a0 + i + 2);
+        v.w += load_elem<AT>(add, a0 + i + 3);
+        *reinterpret_cast<float4*>(xr + i) = v;
+      }
+      sum += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+             static_cast<double>(v.w) * v.w;
+    }
+    const double total = block_sum(sum);
+    const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
+    if (has) {
+      store_elem<YT>(y, y0 + i, w.x * (v.x * inv));
+      store_elem<YT>(y, y0 + i + 1, w.y * (v.y * inv));
+      store_elem<YT>(y, y0 + i + 2, w.z * (v.z * inv));
+      store_elem<YT>(y, y0 + i + 3, w.w * (v.w * inv));
+    }
+    return;
+  }
   pdl_enter();
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
   float* xr = x + r * x_stride + g * dim;
@@ -46,12 +94,7 @@ __global__ void __launch_bounds__(kMaxBlock)
       sum += static_cast<double>(v) * v;
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  __shared__ double partial[kMaxBlock / 32];
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
+  const double total = block_sum(sum);
   const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
   // Each element is read (and, with ADD, written) by the same thread in both loops, and every sum
   // was complete at the barrier above, so y may alias x.
@@ -69,17 +112,20 @@ __global__ void __launch_bounds__(kMaxBlock)
   }
 }
 
-// Threads and 16-byte loads for vectors of `dim` floats `x_stride` apart from x.
+// Threads and 16-byte loads for vectors of `dim` floats `x_stride` apart from x; one: at most one 16-byte load
+// per thread (the kernel's ONE form).
 struct NormLaunch {
   bool vec4;
   unsigned threads;
+  bool one;
 };
 NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, int64_t dim) {
   const bool vec4 = dim % 4 == 0 && x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(weight) % 16 == 0;
   const int64_t per_thread = vec4 ? 4 : 1;
   const int64_t threads = std::min<int64_t>(kMaxBlock, std::max<int64_t>(32, (dim / per_thread + 31) / 32 * 32));
-  return {vec4, static_cast<unsigned>(threads)};
+  static const bool one_ok = env_switch_on("QLM_NORM_ONE");  // 0: the general form everywhere (comparison)
+  return {vec4, static_cast<unsigned>(threads), one_ok && vec4 && dim <= 4 * threads};
 }
 
 }  // namespace
@@ -93,9 +139,11 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
   // Without ADD the kernel does not write x (only y, which may alias it).
   float* xw = const_cast<float*>(x);
   return dispatch(y_type, [&](auto tag) {
-    launch_pdl(rms_norm_kernel<decltype(tag)::value, ElemType::F32, false>, static_cast<unsigned>(rows * groups),
-               l.threads, 0, stream, xw, x_stride, static_cast<const void*>(nullptr), weight, y, y_stride, groups, dim,
-               eps, l.vec4);
+    constexpr ElemType YT = decltype(tag)::value;
+    launch_pdl(
+        l.one ? rms_norm_kernel<YT, ElemType::F32, false, true> : rms_norm_kernel<YT, ElemType::F32, false, false>,
+        static_cast<unsigned>(rows * groups), l.threads, 0, stream, xw, x_stride, static_cast<const void*>(nullptr),
+        weight, y, y_stride, groups, dim, eps, l.vec4);
   });
 }
 
@@ -108,8 +156,10 @@ cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, co
   const NormLaunch l = norm_launch(x, dim, weight, dim);
   return dispatch(y_type, [&](auto ytag) {
     dispatch(add_type, [&](auto atag) {
-      launch_pdl(rms_norm_kernel<decltype(ytag)::value, decltype(atag)::value, true>, static_cast<unsigned>(rows),
-                 l.threads, 0, stream, x, dim, add, weight, y, dim, int64_t{1}, dim, eps, l.vec4);
+      constexpr ElemType YT = decltype(ytag)::value, AT = decltype(atag)::value;
+      launch_pdl(l.one ? rms_norm_kernel<YT, AT, true, true> : rms_norm_kernel<YT, AT, true, false>,
+                 static_cast<unsigned>(rows), l.threads, 0, stream, x, dim, add, weight, y, dim, int64_t{1}, dim, eps,
+                 l.vec4);
     });
   });
 }
