@@ -11,6 +11,7 @@
 #        pack a build without the sm_90a kernels (refused otherwise),
 #        BUNDLE_DIR (default .device): where the bundle goes (another folder lets two people keep
 #        their own bundles; carry that folder and set BUNDLE_DIR the same way on the GPU machine).
+# Also builds the decode-step tracer (bench/probes/cupti_trace.cc) into BUNDLE_DIR where CUPTI is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/device}
@@ -45,5 +46,13 @@ ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u |
 BUNDLE_DIR=${BUNDLE_DIR:-.device}
 mkdir -p "$BUNDLE_DIR"
 tar -C "$stage" -cJf "$BUNDLE_DIR/bundle.tar.xz" .
+# The decode-step tracer of scripts/probe_decode_trace.sh (an investigation probe, outside the bundle), with the
+# CUPTI library it links, where this machine's CUDA toolkit has CUPTI.
+cuda_root=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
+cupti_lib=$(ls "$cuda_root"/lib*/libcupti.so.* "$cuda_root"/extras/CUPTI/lib64/libcupti.so.* 2>/dev/null | head -1 || true)
+if [[ -f "$cuda_root/include/cupti.h" && -n $cupti_lib ]] &&
+  g++ -std=c++17 -O2 -shared -fPIC -I"$cuda_root/include" bench/probes/cupti_trace.cc -L"$(dirname "$cupti_lib")"     -lcupti -o "$BUNDLE_DIR/libqlm_cupti_trace.so" 2>/dev/null; then
+  cp -L "$cupti_lib" "$BUNDLE_DIR/"
+fi
 grep -qx "/$BUNDLE_DIR/" .git/info/exclude 2>/dev/null || echo "/$BUNDLE_DIR/" >>.git/info/exclude
 echo "bundle: $BUNDLE_DIR/bundle.tar.xz ($(du -h "$BUNDLE_DIR/bundle.tar.xz" | cut -f1)); libraries: $(ls "$stage/.device-lib" | tr '\n' ' ')"

@@ -6,9 +6,9 @@
 # step. Unlike scripts/probe_ncu.sh (kernels serialised, caches flushed), this is the step as decoding sees it.
 # Output in $OUT: <model>.csv (every kernel, memcpy and memset), <model>.txt (the summary).
 # Env: MODELS (default "synthetic:llama3-8b synthetic:qwen3-30b-a3b:layers=8"), PROMPT (16), TOKENS (32), STEPS
-#      (trailing steps summarised, default 16), TRACE_LIB (default .device/libqlm_cupti_trace.so: made by
-#      `g++ -std=c++17 -O2 -shared -fPIC -I$CUDA/include bench/probes/cupti_trace.cc -L$CUDA/lib -lcupti` on the
-#      build machine, with libcupti.so.13 copied beside it), EXTRA (more bench-decode arguments).
+#      (trailing steps summarised, default 16), TRACE_LIB (default .device/libqlm_cupti_trace.so, which
+#      scripts/device_bundle.sh builds beside the bundle with the libcupti it links), EXTRA (more bench-decode
+#      arguments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/probe_trace}
