@@ -56,6 +56,7 @@ GenerationResult generate(Model& model, std::span<const int32_t> prompt, const G
     }
     const int64_t steps_left = options.max_tokens - result.stats.generated_tokens;
     if (const std::optional<int64_t> steps = model.decode_greedy(first, steps_left, take)) {
+      result.chosen_on_device = true;
       result.stats.decode_steps = *steps;
       result.stats.decode_seconds = since(start);
       return result;

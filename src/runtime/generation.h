@@ -33,6 +33,7 @@ struct GenerationStats {
 struct GenerationResult {
   std::vector<int32_t> tokens;  // new tokens only
   bool stopped_at_eos = false;
+  bool chosen_on_device = false;  // the tokens after the first chosen by the GPU (Model::decode_greedy)
   GenerationStats stats;
 };
 

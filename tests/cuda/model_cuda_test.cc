@@ -156,22 +156,25 @@ TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
   expect_close_to_cpu(f.name + " F32, 300 tokens", gpu, cpu, 1e-4, 0);
 }
 
+// Whether the fixture's decode steps are captured: every model but MoE ones with unquantized experts
+// (cuda_grouped runs those one by one after reading the expert counts on the host).
+bool decodes_with_graph(const ModelFixture& f, const runtime::Model& model) {
+  const bool wna16 = f.name.ends_with("-gptq") || f.name.ends_with("-ct-w4a16") || f.name.ends_with("-awq");
+  return !model.config().moe.enabled() || wna16;
+}
+
 TEST_P(CudaModelFixtureTest, F32GreedyGenerationMatchesCpu) {
   SKIP_WITHOUT_GPU();
   const ModelFixture f = testing::load_model_fixture(GetParam());
   const runtime::GenerationOptions gen{.max_tokens = 16, .sampling = {}, .eos_ids = {}};
   auto cpu = runtime::Model::load(f.dir);
   auto gpu = runtime::Model::load(f.dir, cuda_options(DType::F32));
-  const std::vector<int32_t> want = runtime::generate(*cpu, f.greedy_prompt, gen).tokens;
-  const std::vector<int32_t> got = runtime::generate(*gpu, f.greedy_prompt, gen).tokens;
-  EXPECT_EQ(got, want) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
-}
-
-// Whether the fixture's decode steps are captured: every model but MoE ones with unquantized experts
-// (cuda_grouped runs those one by one after reading the expert counts on the host).
-bool decodes_with_graph(const ModelFixture& f, const runtime::Model& model) {
-  const bool wna16 = f.name.ends_with("-gptq") || f.name.ends_with("-ct-w4a16") || f.name.ends_with("-awq");
-  return !model.config().moe.enabled() || wna16;
+  const runtime::GenerationResult want = runtime::generate(*cpu, f.greedy_prompt, gen);
+  const runtime::GenerationResult got = runtime::generate(*gpu, f.greedy_prompt, gen);
+  EXPECT_EQ(got.tokens, want.tokens) << f.name << " F32: 16 greedy tokens on cuda:0 vs cpu";
+  EXPECT_FALSE(want.chosen_on_device) << f.name;
+  EXPECT_EQ(got.chosen_on_device, decodes_with_graph(f, *gpu)) << f.name << ": " << gpu->decode_graph_status();
+  EXPECT_EQ(got.stats.decode_steps, static_cast<int64_t>(got.tokens.size()) - 1) << f.name;
 }
 
 // Single-token decode steps as a captured CUDA graph (the default) against the same steps launched

@@ -72,7 +72,8 @@ void run_generate(const GenerateArgs& args) {
   std::fprintf(stderr, "%s\n", model->kv_cache_report().c_str());
   std::fprintf(stderr, "layers: %s\n", model->plan().summary().c_str());
   if (!model->decode_graph_status().empty())
-    std::fprintf(stderr, "decode step: %s\n", model->decode_graph_status().c_str());
+    std::fprintf(stderr, "decode step: %s%s\n", model->decode_graph_status().c_str(),
+                 result.chosen_on_device ? ", greedy tokens chosen on the GPU with steps queued ahead" : "");
   if (model->tp() > 1)
     std::fprintf(stderr, "tensor parallel: %d ranks, %s\n", model->tp(),
                  model->joined_group() ? "one process per GPU" : "in this process");
