@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
 #include <vector>
 
 #include "runtime/ops/rope.h"
@@ -144,6 +145,30 @@ TEST(Rope, PartialRotaryLeavesTailUntouched) {
   RopeParams p = params(RopeType::Default, 16);
   p.rotary_dim = 8;
   check_rotation(p);
+}
+
+// The CUDA decode graph's table: row p is exactly rope_angles({p}) (cos, then sin) for every type, with dynamic
+// scaling's per-length frequencies past max_position_embeddings (32 here) included; one position too.
+TEST(Rope, TableRowsAreEachPositionsOwnAngles) {
+  for (const RopeType type : {RopeType::Default, RopeType::Linear, RopeType::Dynamic, RopeType::Llama3}) {
+    RopeParams p = params(type, 12);
+    p.factor = 2.0;
+    p.original_max_position_embeddings = 16;
+    for (const int64_t positions : {int64_t{1}, int64_t{32}, int64_t{45}}) {
+      const RopeTable t = rope_table(p, positions);
+      ASSERT_EQ(t.half, 6);
+      ASSERT_EQ(t.rows.size(), static_cast<size_t>(positions * 12));
+      for (int64_t pos = 0; pos < positions; ++pos) {
+        const RopeAngles a = rope_angles(p, std::span<const int64_t>(&pos, 1));
+        for (int64_t i = 0; i < 6; ++i) {
+          ASSERT_EQ(t.rows[static_cast<size_t>(pos * 12 + i)], a.cos[static_cast<size_t>(i)])
+              << rope_type_name(type) << " position " << pos;
+          ASSERT_EQ(t.rows[static_cast<size_t>(pos * 12 + 6 + i)], a.sin[static_cast<size_t>(i)])
+              << rope_type_name(type) << " position " << pos;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

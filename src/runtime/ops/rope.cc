@@ -92,6 +92,28 @@ RopeAngles rope_angles(const RopeParams& params, std::span<const int64_t> positi
   return a;
 }
 
+RopeTable rope_table(const RopeParams& params, int64_t positions) {
+  QLM_CHECK(positions > 0);
+  // Positions that share one set of frequencies (all, but past max_position_embeddings with dynamic scaling) are
+  // computed together.
+  const int64_t shared = std::max<int64_t>(
+      1, params.type == RopeType::Dynamic ? std::min(positions, params.max_position_embeddings) : positions);
+  std::vector<int64_t> pos(static_cast<size_t>(shared));
+  for (size_t p = 0; p < pos.size(); ++p) pos[p] = static_cast<int64_t>(p);
+  const RopeAngles first = rope_angles(params, pos);
+  RopeTable t;
+  t.half = first.half;
+  const int64_t half = t.half;
+  t.rows.resize(static_cast<size_t>(positions * 2 * half));
+  const auto put = [&](int64_t p, const RopeAngles& a, int64_t r) {
+    std::copy_n(a.cos.begin() + r * half, half, t.rows.begin() + p * 2 * half);
+    std::copy_n(a.sin.begin() + r * half, half, t.rows.begin() + p * 2 * half + half);
+  };
+  for (int64_t p = 0; p < std::min(positions, shared); ++p) put(p, first, p);
+  for (int64_t p = shared; p < positions; ++p) put(p, rope_angles(params, std::span<const int64_t>(&p, 1)), 0);
+  return t;
+}
+
 void apply_rope(const RopeAngles& angles, float* x, int64_t tokens, int64_t row_stride, int64_t heads,
                 int64_t head_dim) {
   const int64_t half = angles.half;

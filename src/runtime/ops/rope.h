@@ -38,6 +38,15 @@ struct RopeAngles {
 };
 RopeAngles rope_angles(const RopeParams& params, std::span<const int64_t> positions);
 
+// Every position's angles as one decode step at that position computes them (rope_angles of that position alone:
+// with dynamic scaling the frequencies depend on the sequence length, so positions past max_position_embeddings
+// each get their own): rows [positions, 2·half], row p holding p's cos then its sin (the CUDA decode graph's table).
+struct RopeTable {
+  int64_t half = 0;
+  std::vector<float> rows;
+};
+RopeTable rope_table(const RopeParams& params, int64_t positions);
+
 // Rotates x[t, h, 0:rotary_dim] in place for every token t and head h; x rows are `row_stride`
 // floats apart, heads `head_dim` apart within a row. Features past rotary_dim pass through.
 void apply_rope(const RopeAngles& angles, float* x, int64_t tokens, int64_t row_stride, int64_t heads,

@@ -145,26 +145,8 @@ void decode_advance(const Tensor& logits, DecodeStepInputs& in, const Tensor& ta
 }
 
 Tensor rope_table(const RopeParams& params, int64_t positions, Device device) {
-  QLM_CHECK(positions > 0);
-  // Row p is rope_angles({p}), as a single step at p computes it: with dynamic scaling the frequencies depend on the
-  // sequence length p + 1 past max_position_embeddings, so those rows are computed one by one; all others share
-  // one set of frequencies and are computed together.
-  const int64_t shared =
-      params.type == RopeType::Dynamic ? std::min(positions, params.max_position_embeddings) : positions;
-  std::vector<int64_t> pos(static_cast<size_t>(std::max<int64_t>(shared, 1)));
-  for (size_t p = 0; p < pos.size(); ++p) pos[p] = static_cast<int64_t>(p);
-  const RopeAngles first = rope_angles(params, pos);
-  const int64_t half = first.half;
-  Tensor host = Tensor::empty({positions, 2 * half}, DType::F32);
-  float* h = host.data<float>();
-  const auto put = [&](int64_t p, const RopeAngles& a, int64_t r) {
-    std::copy_n(a.cos.begin() + r * half, half, h + p * 2 * half);
-    std::copy_n(a.sin.begin() + r * half, half, h + p * 2 * half + half);
-  };
-  for (int64_t p = 0; p < std::min<int64_t>(positions, static_cast<int64_t>(pos.size())); ++p) put(p, first, p);
-  for (int64_t p = static_cast<int64_t>(pos.size()); p < positions; ++p)
-    put(p, rope_angles(params, std::span<const int64_t>(&p, 1)), 0);
-  return host.to_device(device);
+  RopeTable t = ops::rope_table(params, positions);
+  return Tensor::from_vector(std::move(t.rows), {positions, 2 * t.half}).to_device(device);
 }
 
 void apply_rope(const DeviceRope& rope, Tensor& x, int64_t col0, int64_t heads, int64_t head_dim) {
