@@ -52,6 +52,8 @@ TEST(BenchDecodeCli, SyntheticQwen3MoeDecodesOnTheCpu) {
   ASSERT_EQ(lines.size(), 1u) << r.out;
   const nlohmann::json& j = lines[0];
   EXPECT_GT(j.at("decode_tok_s").get<double>(), 0.0);
+  // The CPU has no device loop: each step's logits go to the host.
+  EXPECT_EQ(j.at("decode_loop").get<std::string>(), "host: each step's logits to the host");
   // Attention, the F16 router and lm_head in full; the 128 experts' gate / up / down as 8 of them.
   const int64_t attention = gptq_bytes(2048, 4096) + 2 * gptq_bytes(2048, 512) + gptq_bytes(4096, 2048);
   const int64_t router = 128 * 2048 * 2;
