@@ -1,6 +1,8 @@
 // `qlm bench-decode synthetic:...` interrupted while it writes its synthetic checkpoint (several GB
 // for real shapes) removes the checkpoint and ends by the signal, on the CPU; the Qwen3-MoE shape (one layer of
-// 128 experts) loads and decodes on the CPU, its bytes per token counting 8 of the 128 experts.
+// 128 experts) loads and decodes on the CPU, its bytes per token counting 8 of the 128 experts, with the host's loop;
+// on a GPU a fixture decodes with greedy steps queued on the device, or with the host's loop under
+// QLM_DECODE_AHEAD=0.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device.h"
+#include "models/model_fixtures.h"
 #include "support/run_qlm.h"
 #include "support/temp_dir.h"
 
@@ -62,6 +66,23 @@ TEST(BenchDecodeCli, SyntheticQwen3MoeDecodesOnTheCpu) {
   EXPECT_EQ(j.at("weight_bytes_per_token").get<int64_t>(), want);
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().rfind("qlm-synthetic-", 0), std::string::npos) << "left over: " << e.path();
+}
+
+TEST(CudaBenchDecodeCli, GreedyStepsQueuedOnTheDevice) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  const std::string model = (testing::model_fixture_root() / "llama-gqa").string();
+  for (const bool ahead : {true, false}) {
+    if (!ahead) setenv("QLM_DECODE_AHEAD", "0", 1);  // the child inherits it
+    const testing::QlmRun r =
+        testing::run_qlm("bench-decode '" + model + "' --device cuda --tokens 8 --prompt-len 4 --json");
+    if (!ahead) unsetenv("QLM_DECODE_AHEAD");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::vector<nlohmann::json> lines = testing::json_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    EXPECT_EQ(lines[0].at("decode_loop").get<std::string>(),
+              ahead ? "greedy on the device, steps queued ahead of the host" : "host: each step's logits to the host");
+    EXPECT_EQ(lines[0].at("decode_step").get<std::string>().rfind("graph (", 0), 0u) << lines[0].dump();
+  }
 }
 
 }  // namespace
