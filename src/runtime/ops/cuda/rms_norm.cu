@@ -21,6 +21,35 @@ __device__ __forceinline__ double block_sum(double sum) {
   return total;
 }
 
+// The four elements of x at xr + i, with ADD their `add` (type AT, at a0 + i) added and written back to x.
+template <ElemType AT, bool ADD>
+__device__ __forceinline__ float4 load_add4(float* xr, const void* add, int64_t a0, int64_t i) {
+  float4 v = *reinterpret_cast<const float4*>(xr + i);
+  if constexpr (ADD) {
+    v.x += load_elem<AT>(add, a0 + i);
+    v.y += load_elem<AT>(add, a0 + i + 1);
+    v.z += load_elem<AT>(add, a0 + i + 2);
+    v.w += load_elem<AT>(add, a0 + i + 3);
+    *reinterpret_cast<float4*>(xr + i) = v;
+  }
+  return v;
+}
+__device__ __forceinline__ double sum_sq4(float4 v) {
+  return static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+         static_cast<double>(v.w) * v.w;
+}
+__device__ __forceinline__ float inv_rms(double total, int64_t dim, float eps) {
+  return static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
+}
+// y[y0 .. y0 + 3] = w ⊙ (v · inv) in YT.
+template <ElemType YT>
+__device__ __forceinline__ void store_norm4(void* y, int64_t y0, float4 v, float4 w, float inv) {
+  store_elem<YT>(y, y0, w.x * (v.x * inv));
+  store_elem<YT>(y, y0 + 1, w.y * (v.y * inv));
+  store_elem<YT>(y, y0 + 2, w.z * (v.z * inv));
+  store_elem<YT>(y, y0 + 3, w.w * (v.w * inv));
+}
+
 // One block per vector, sized to the vector (up to 1024 threads, four elements each where rows
 // allow 16-byte loads) so that every load of a vector is in flight at once: a single decode row
 // (dim 4096) is one load per thread, not a latency-bound loop of 32. With ADD, the vector first
@@ -44,25 +73,11 @@ __global__ void __launch_bounds__(kMaxBlock)
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     double sum = 0;
     if (has) {
-      v = *reinterpret_cast<const float4*>(xr + i);
-      if constexpr (ADD) {
-        v.x += load_elem<AT>(add, a0 + i);
-        v.y += load_elem<AT>(add, a0 + i + 1);
-        v.z += load_elem<AT>(add, a0 + i + 2);
-        v.w += load_elem<AT>(add, a0 + i + 3);
-        *reinterpret_cast<float4*>(xr + i) = v;
-      }
-      sum += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
-             static_cast<double>(v.w) * v.w;
+      v = load_add4<AT, ADD>(xr, add, a0, i);
+      sum += sum_sq4(v);
     }
-    const double total = block_sum(sum);
-    const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
-    if (has) {
-      store_elem<YT>(y, y0 + i, w.x * (v.x * inv));
-      store_elem<YT>(y, y0 + i + 1, w.y * (v.y * inv));
-      store_elem<YT>(y, y0 + i + 2, w.z * (v.z * inv));
-      store_elem<YT>(y, y0 + i + 3, w.w * (v.w * inv));
-    }
+    const float inv = inv_rms(block_sum(sum), dim, eps);
+    if (has) store_norm4<YT>(y, y0 + i, v, w, inv);
     return;
   }
   pdl_enter();
@@ -72,18 +87,7 @@ __global__ void __launch_bounds__(kMaxBlock)
   const int64_t y0 = r * y_stride + g * dim;
   double sum = 0;
   if (vec4) {
-    for (int64_t i = 4 * threadIdx.x; i < dim; i += 4 * blockDim.x) {
-      float4 v = *reinterpret_cast<const float4*>(xr + i);
-      if constexpr (ADD) {
-        v.x += load_elem<AT>(add, a0 + i);
-        v.y += load_elem<AT>(add, a0 + i + 1);
-        v.z += load_elem<AT>(add, a0 + i + 2);
-        v.w += load_elem<AT>(add, a0 + i + 3);
-        *reinterpret_cast<float4*>(xr + i) = v;
-      }
-      sum += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
-             static_cast<double>(v.w) * v.w;
-    }
+    for (int64_t i = 4 * threadIdx.x; i < dim; i += 4 * blockDim.x) sum += sum_sq4(load_add4<AT, ADD>(xr, add, a0, i));
   } else {
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
       float v = xr[i];
@@ -94,18 +98,14 @@ __global__ void __launch_bounds__(kMaxBlock)
       sum += static_cast<double>(v) * v;
     }
   }
-  const double total = block_sum(sum);
-  const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
+  const float inv = inv_rms(block_sum(sum), dim, eps);
   // Each element is read (and, with ADD, written) by the same thread in both loops, and every sum
   // was complete at the barrier above, so y may alias x.
   if (vec4) {
     for (int64_t i = 4 * threadIdx.x; i < dim; i += 4 * blockDim.x) {
       const float4 v = *reinterpret_cast<const float4*>(xr + i);
       const float4 w = *reinterpret_cast<const float4*>(weight + i);
-      store_elem<YT>(y, y0 + i, w.x * (v.x * inv));
-      store_elem<YT>(y, y0 + i + 1, w.y * (v.y * inv));
-      store_elem<YT>(y, y0 + i + 2, w.z * (v.z * inv));
-      store_elem<YT>(y, y0 + i + 3, w.w * (v.w * inv));
+      store_norm4<YT>(y, y0 + i, v, w, inv);
     }
   } else {
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) store_elem<YT>(y, y0 + i, weight[i] * (xr[i] * inv));
