@@ -36,49 +36,36 @@ GenerationResult generate(Model& model, std::span<const int32_t> prompt, const G
   Tensor logits = model.forward(prompt, /*all_logits=*/false);
   result.stats.prefill_seconds = since(start);
   start = Clock::now();
-  // Greedy on a model that can choose on the device: the first token from the prefill's logits here, the rest with
-  // the host out of the loop (the same tokens: the device takes runtime::argmax's choice; Model::decode_greedy).
-  if (options.sampling.temperature == 0.0f) {
-    const int32_t first = model.agree_on_token(sampler.sample(row(logits)));
-    const auto take = [&](int32_t next) {  // false: stop
-      result.tokens.push_back(next);
-      ++result.stats.generated_tokens;
-      if (on_token) on_token(next);
-      if (std::find(options.eos_ids.begin(), options.eos_ids.end(), next) != options.eos_ids.end()) {
-        result.stopped_at_eos = true;
-        return false;
-      }
-      return result.stats.generated_tokens < options.max_tokens;
-    };
-    if (!take(first)) {
-      result.stats.decode_seconds = since(start);
-      return result;
+  // Keeps a chosen token; false: generation stops after it (an EOS id, or max_tokens reached).
+  const auto take = [&](int32_t chosen) {
+    result.tokens.push_back(chosen);
+    ++result.stats.generated_tokens;
+    if (on_token) on_token(chosen);
+    if (std::find(options.eos_ids.begin(), options.eos_ids.end(), chosen) != options.eos_ids.end()) {
+      result.stopped_at_eos = true;
+      return false;
     }
-    const int64_t steps_left = options.max_tokens - result.stats.generated_tokens;
-    if (const std::optional<int64_t> steps = model.decode_greedy(first, steps_left, take)) {
+    return result.stats.generated_tokens < options.max_tokens;
+  };
+  // Ranks of a multi-process TP group continue with rank 0's choice (identity in one process).
+  int32_t next = model.agree_on_token(sampler.sample(row(logits)));
+  bool more = take(next);
+  // Greedy on a model that can choose on the device: the tokens after the first with the host out of the loop
+  // (the same tokens: the device takes runtime::argmax's choice; Model::decode_greedy). Otherwise the host loop.
+  if (more && options.sampling.temperature == 0.0f) {
+    if (const std::optional<int64_t> steps =
+            model.decode_greedy(next, options.max_tokens - result.stats.generated_tokens, take)) {
       result.chosen_on_device = true;
       result.stats.decode_steps = *steps;
-      result.stats.decode_seconds = since(start);
-      return result;
+      more = false;
     }
-    const int32_t token[1] = {first};  // the model cannot: the host loop below from the first step on
-    logits = model.forward(token, false);
-    ++result.stats.decode_steps;
   }
-  while (true) {
-    // Ranks of a multi-process TP group continue with rank 0's choice (identity in one process).
-    const int32_t next = model.agree_on_token(sampler.sample(row(logits)));
-    result.tokens.push_back(next);
-    ++result.stats.generated_tokens;
-    if (on_token) on_token(next);
-    if (std::find(options.eos_ids.begin(), options.eos_ids.end(), next) != options.eos_ids.end()) {
-      result.stopped_at_eos = true;
-      break;
-    }
-    if (result.stats.generated_tokens >= options.max_tokens) break;
+  while (more) {
     const int32_t token[1] = {next};
     logits = model.forward(token, false);
     ++result.stats.decode_steps;
+    next = model.agree_on_token(sampler.sample(row(logits)));
+    more = take(next);
   }
   result.stats.decode_seconds = since(start);
   return result;
