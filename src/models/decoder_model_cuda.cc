@@ -150,8 +150,7 @@ DecoderModel::DecodeGraph* DecoderModel::decode_graph(int64_t position) {
   const Device device = options_.ctx.device;
   decode_graph_.reset();  // its scratch memory stays in the capture pool for the next capture
   auto g = std::make_unique<DecodeGraph>();
-  const int64_t half = ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1)).half;
-  g->inputs = ops::cu::make_decode_step_inputs(half, device);
+  g->inputs = ops::cu::make_decode_step_inputs(config_.rope, device);
   g->rope_table = ops::cu::rope_table(config_.rope, device_cache_->capacity(), device);
   std::string why;
   try {
@@ -182,8 +181,7 @@ std::optional<Tensor> DecoderModel::decode_with_graph(int32_t token, int64_t pos
   device_cache_->reserve(position + 1);
   DecodeGraph* g = decode_graph(position);
   if (g == nullptr) return std::nullopt;
-  ops::cu::write_decode_step_inputs(g->inputs, token, static_cast<int32_t>(position),
-                                    ops::rope_angles(config_.rope, std::span<const int64_t>(&position, 1)));
+  ops::cu::write_decode_step_inputs(g->inputs, token, position, config_.rope);
   g->graph->launch();
   Tensor logits = g->logits.to_device(Device::cpu());
   device_cache_->commit(1);
@@ -208,8 +206,7 @@ std::optional<int64_t> DecoderModel::decode_greedy(int32_t token, int64_t max_st
       if (kept == 0) return std::nullopt;
       fail("model.decode", {}, "", "the decode step could no longer run as a CUDA graph: {}", decode_graph_status_);
     }
-    ops::cu::write_decode_step_inputs(g->inputs, token, static_cast<int32_t>(p0),
-                                      ops::rope_angles(config_.rope, std::span<const int64_t>(&p0, 1)));
+    ops::cu::write_decode_step_inputs(g->inputs, token, p0, config_.rope);
     cuda::StepReadback readback(options_.ctx.device.index, kDecodeAhead);
     int64_t queued = 0, done = 0;
     while (more && done < steps) {

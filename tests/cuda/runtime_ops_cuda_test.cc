@@ -482,10 +482,10 @@ TEST(CudaRuntimeOps, DecodeAdvanceTakesArgmaxAndNextAngles) {
       for (const int32_t slot : {3, 12, static_cast<int32_t>(rows - 1)}) {
         const std::string what =
             "vocab " + std::to_string(vocab) + " variant " + std::to_string(variant) + " slot " + std::to_string(slot);
-        ops::cu::DecodeStepInputs in = ops::cu::make_decode_step_inputs(half, kGpu);
+        ops::cu::DecodeStepInputs in = ops::cu::make_decode_step_inputs(rope, kGpu);
         const int64_t pos = slot;
         const ops::RopeAngles here = ops::rope_angles(rope, std::span<const int64_t>(&pos, 1));
-        ops::cu::write_decode_step_inputs(in, 7, slot, here);
+        ops::cu::write_decode_step_inputs(in, 7, slot, rope);
         const Tensor device_logits = upload(logits, {1, vocab});
         std::vector<float> expect(here.cos);
         expect.insert(expect.end(), here.sin.begin(), here.sin.end());

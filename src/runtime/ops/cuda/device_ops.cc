@@ -110,7 +110,8 @@ DeviceRope upload_rope(const RopeAngles& angles, int64_t tokens, Device device) 
   return rope;
 }
 
-DecodeStepInputs make_decode_step_inputs(int64_t half, Device device) {
+DecodeStepInputs make_decode_step_inputs(const RopeParams& rope, Device device) {
+  const int64_t half = rope.rotary_dim / 2;  // rope_angles' pairs
   QLM_CHECK(half >= 0 && !device.is_cpu());
   DecodeStepInputs in;
   in.buffer = Tensor::zeros({2 + 2 * half}, DType::F32, device);
@@ -122,7 +123,10 @@ DecodeStepInputs make_decode_step_inputs(int64_t half, Device device) {
   return in;
 }
 
-void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int32_t slot, const RopeAngles& angles) {
+void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int64_t position, const RopeParams& rope) {
+  QLM_CHECK(position >= 0 && position <= INT32_MAX);  // slots are int32 on the device
+  const int32_t slot = static_cast<int32_t>(position);
+  const RopeAngles angles = rope_angles(rope, std::span<const int64_t>(&position, 1));
   const int64_t half = in.rope.half;
   QLM_CHECK(angles.half == half && static_cast<int64_t>(angles.cos.size()) == half &&
             static_cast<int64_t>(angles.sin.size()) == half);

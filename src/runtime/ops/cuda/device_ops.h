@@ -53,9 +53,9 @@ struct DecodeStepInputs {
   Tensor scratch;  // I32 [kDecodeAdvanceScratch] for decode_advance's blocks (zero between launches)
   int32_t* step() { return reinterpret_cast<int32_t*>(buffer.data<float>()); }  // [token, slot]
 };
-DecodeStepInputs make_decode_step_inputs(int64_t half, Device device);
-// Writes token, slot and the slot's angles (RopeAngles of that one position) into the inputs from the host.
-void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int32_t slot, const RopeAngles& angles);
+DecodeStepInputs make_decode_step_inputs(const RopeParams& rope, Device device);
+// Writes token, its slot `position` and that position's angles (rope_angles of it alone) into the inputs from the host.
+void write_decode_step_inputs(DecodeStepInputs& in, int32_t token, int64_t position, const RopeParams& rope);
 // The step's last kernel (launch_decode_advance): the greedy token of logits F32 [1, vocab] into step()[0], the slot
 // + 1, and that slot's angles from table F32 [rows, 2·half] (the rope_table of the positions 0 .. rows - 1).
 void decode_advance(const Tensor& logits, DecodeStepInputs& in, const Tensor& table);
