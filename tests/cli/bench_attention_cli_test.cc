@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -49,8 +50,14 @@ TEST(CudaBenchAttentionCli, JsonLinePerContext) {
     EXPECT_EQ(j["capacity"], std::max<int64_t>(16, 2 * (context + 1)));  // the cache's first size is 16 at least
     EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);                              // 602 slots: 3 chunks of 256
     EXPECT_EQ(j["layers"], 3);
-    // Group of 4, head size 64: the decode kernel, one block per SM at most (per-head with the decode forms off).
-    EXPECT_EQ(j["form"], env_switch_on("QLM_ATTENTION_DECODE") ? "decode" : i == 0 ? "per-head" : "per-head chunked");
+    // Group of 4, head size 64: within one chunk the lanes form, past it the decode kernel, one block per SM at most
+    // (per-head with the decode forms off).
+    const bool decode = env_switch_on("QLM_ATTENTION_DECODE"),
+               lanes_set = std::getenv("QLM_ATTENTION_LANES") != nullptr;
+    if (!decode)
+      EXPECT_EQ(j["form"], i == 0 ? "per-head" : "per-head chunked");
+    else if (!lanes_set)
+      EXPECT_EQ(j["form"], i == 0 ? "decode lanes" : "decode");
     EXPECT_GT(j["us"].get<double>(), 0);
     // K and V of context + 1 slots (2 kv heads x 64, bf16), the F32 query in, the BF16 output.
     const double bytes = 2.0 * static_cast<double>((context + 1) * 128 * 2) + 4.0 * 512 + 2.0 * 512;

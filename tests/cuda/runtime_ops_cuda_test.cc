@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -286,66 +287,31 @@ TEST(CudaRuntimeOps, KvCacheAndAttentionMatchCpu) {
 // 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
 // cache within one chunk (capacity <= 256: the block writes the output) and past it (chunks and the
 // combine kernel), a sliding window, and the first token of a sequence (one visible slot).
+// Each case runs under the rule (lanes within one chunk), with the lanes form off (the decode kernel within one
+// chunk) and with it on wherever it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   SKIP_WITHOUT_GPU();
   struct Case {
     int64_t heads, kv_heads, d;
   };
-  for (const Case c :
-       {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64}, Case{4, 2, 20}})
-    for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
-      for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
-        const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
-        const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " d " +
-                                 std::to_string(c.d) + " kv " + ops::kv_dtype_name(kv) + " past " +
-                                 std::to_string(past) + " window " + std::to_string(window);
-        ops::KvCache host(1, c.kv_heads, c.d, {kv});
-        ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
-        host.set_scales(0, 0.75f, 1.5f);
-        dev.set_scales(0, 0.75f, 1.5f);
-        const ops::AttentionParams p{.heads = c.heads,
-                                     .kv_heads = c.kv_heads,
-                                     .head_dim = c.d,
-                                     .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
-                                     .sliding_window = window};
-        const int64_t total = past + 1;
-        const std::vector<float> qkv =
-            random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
-        host.reserve(total);
-        dev.reserve(total);
-        host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
-        const Tensor qkv_dev = upload(qkv, {total, stride});
-        dev.write(0, 0, qkv_dev, c.heads * c.d, (c.heads + c.kv_heads) * c.d);
-        // The query is the last row's q.
-        const std::vector<float> last_row(qkv.end() - stride, qkv.end());
-        std::vector<float> want(static_cast<size_t>(c.heads * c.d));
-        ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
-        const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
-        EXPECT_EQ(ops::cu::attention_chunks(1, dev.capacity()) > 0, dev.capacity() > 256) << what;
-        EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
-      }
-}
-
-// Caches larger than their contents (the model's capacity doubles as it grows): blocks of chunks past the last
-// slot or before a sliding window return at once and the combine reads only the chunks with visible slots; at
-// 80000 slots 4 and 8 kv heads give more than twice as many blocks as the GPU has multiprocessors, so the paired
-// decode form (two blocks per multiprocessor, V loaded after the scores) runs for groups of 4 and of 8.
-TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
-  SKIP_WITHOUT_GPU();
-  struct Case {
-    int64_t heads, kv_heads, d;
-  };
-  for (const Case c : {Case{16, 4, 128}, Case{64, 8, 128}, Case{7, 1, 64}, Case{4, 2, 20}})  // d 20: per-head form
-    for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
-      for (const int64_t capacity : {int64_t{1500}, int64_t{80000}})
-        for (const auto& [past, window] : {std::pair<int64_t, int64_t>{300, 0}, {1400, 0}, {1400, 600}}) {
-          if (capacity == 80000 && c.kv_heads != 4 && c.kv_heads != 8) continue;
+  struct ResetLanes {
+    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
+  } reset_lanes;
+  for (const int lanes : {-1, 0, 1})
+    for (const Case c :
+         {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64}, Case{4, 2, 20}})
+      for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
+        for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
+          ops::cu::set_attention_lanes(lanes);
           const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
-          const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " kv " +
-                                   ops::kv_dtype_name(kv) + " capacity " + std::to_string(capacity) + " past " +
-                                   std::to_string(past) + " window " + std::to_string(window);
+          const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " d " +
+                                   std::to_string(c.d) + " kv " + ops::kv_dtype_name(kv) + " past " +
+                                   std::to_string(past) + " window " + std::to_string(window) + " lanes " +
+                                   std::to_string(lanes);
           ops::KvCache host(1, c.kv_heads, c.d, {kv});
           ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
+          host.set_scales(0, 0.75f, 1.5f);
+          dev.set_scales(0, 0.75f, 1.5f);
           const ops::AttentionParams p{.heads = c.heads,
                                        .kv_heads = c.kv_heads,
                                        .head_dim = c.d,
@@ -353,28 +319,89 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
                                        .sliding_window = window};
           const int64_t total = past + 1;
           const std::vector<float> qkv =
-              random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + capacity), 1.5f);
+              random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
           host.reserve(total);
-          dev.reserve(capacity);
+          dev.reserve(total);
           host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
-          dev.write(0, 0, upload(qkv, {total, stride}), c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+          const Tensor qkv_dev = upload(qkv, {total, stride});
+          dev.write(0, 0, qkv_dev, c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+          // The query is the last row's q.
           const std::vector<float> last_row(qkv.end() - stride, qkv.end());
           std::vector<float> want(static_cast<size_t>(c.heads * c.d));
           ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
           const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
-          EXPECT_EQ(dev.capacity(), capacity) << what;
-          const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0  // rows are not whole vectors
-                                || !env_switch_on("QLM_ATTENTION_DECODE");
-          EXPECT_EQ(ops::cu::attention_form(1, past, dev, p),
-                    per_head ? "per-head chunked" : capacity == 80000 ? "decode paired" : "decode")
-              << what;
+          const bool chunked = ops::cu::attention_chunks(1, dev.capacity()) > 0;
+          EXPECT_EQ(chunked, dev.capacity() > 256) << what;
+          const bool lanes_fit = c.heads / c.kv_heads <= 8 && c.heads / c.kv_heads * c.d <= 1024 &&
+                                 c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
+          if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
+            const bool want_lanes = lanes == 1 || (lanes == -1 && !chunked);
+            EXPECT_EQ(ops::cu::attention_form(1, past, dev, p) == "decode lanes", want_lanes) << what;
+          }
           EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
         }
+}
+
+// Caches larger than their contents (the model's capacity doubles as it grows): blocks of chunks past the last
+// slot or before a sliding window return at once and the combine reads only the chunks with visible slots; at
+// 80000 slots 4 and 8 kv heads give more than twice as many blocks as the GPU has multiprocessors, so the paired
+// decode form (two blocks per multiprocessor, V loaded after the scores) runs for groups of 4 and of 8.
+//
+// With the lanes form forced on (it fits every case's group here) it serves the chunked caches too.
+TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t heads, kv_heads, d;
+  };
+  struct ResetLanes {
+    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
+  } reset_lanes;
+  for (const int lanes : {-1, 1})
+    for (const Case c : {Case{16, 4, 128}, Case{64, 8, 128}, Case{7, 1, 64}, Case{4, 2, 20}})  // d 20: per-head form
+      for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
+        for (const int64_t capacity : {int64_t{1500}, int64_t{80000}})
+          for (const auto& [past, window] : {std::pair<int64_t, int64_t>{300, 0}, {1400, 0}, {1400, 600}}) {
+            if (capacity == 80000 && c.kv_heads != 4 && c.kv_heads != 8) continue;
+            ops::cu::set_attention_lanes(lanes);
+            const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
+            const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " kv " +
+                                     ops::kv_dtype_name(kv) + " capacity " + std::to_string(capacity) + " past " +
+                                     std::to_string(past) + " window " + std::to_string(window) + " lanes " +
+                                     std::to_string(lanes);
+            ops::KvCache host(1, c.kv_heads, c.d, {kv});
+            ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
+            const ops::AttentionParams p{.heads = c.heads,
+                                         .kv_heads = c.kv_heads,
+                                         .head_dim = c.d,
+                                         .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
+                                         .sliding_window = window};
+            const int64_t total = past + 1;
+            const std::vector<float> qkv =
+                random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + capacity), 1.5f);
+            host.reserve(total);
+            dev.reserve(capacity);
+            host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
+            dev.write(0, 0, upload(qkv, {total, stride}), c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+            const std::vector<float> last_row(qkv.end() - stride, qkv.end());
+            std::vector<float> want(static_cast<size_t>(c.heads * c.d));
+            ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
+            const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
+            EXPECT_EQ(dev.capacity(), capacity) << what;
+            const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0  // rows are not whole vectors
+                                  || !env_switch_on("QLM_ATTENTION_DECODE");
+            EXPECT_EQ(ops::cu::attention_form(1, past, dev, p), per_head            ? "per-head chunked"
+                                                                : lanes == 1        ? "decode lanes"
+                                                                : capacity == 80000 ? "decode paired"
+                                                                                    : "decode")
+                << what;
+            EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
+          }
 }
 
 // The rule of launch_attention's kernels (host-only: runs without a GPU).
 TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   if (!env_switch_on("QLM_ATTENTION_DECODE")) GTEST_SKIP() << "QLM_ATTENTION_DECODE=0 turns the decode forms off";
+  if (std::getenv("QLM_ATTENTION_LANES") != nullptr) GTEST_SKIP() << "QLM_ATTENTION_LANES overrides the rule";
   const auto form = [](int64_t tokens, int64_t heads, int64_t kv_heads, int64_t d, ops::cu::ElemType kv,
                        int64_t slots_bound, int sm_count) {
     ops::cu::AttentionArgs a;
@@ -391,17 +418,31 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
     return std::string(ops::cu::attention_form_name(ops::cu::attention_form(a)));
   };
   using ops::cu::ElemType;
-  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");                // prefill
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode");                  // one chunk
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");                 // 17 x 8 = 136 blocks
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");      // 272 > 264 blocks
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");             // 264: not more than twice
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 0), "decode");               // SM count unknown
-  EXPECT_EQ(form(1, 64, 8, 128, ElemType::F8E4M3, 80000, 132), "decode paired");       // group of 8
-  EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 4097, 132), "per-head chunked");       // group of 16
+  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");            // prefill
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode lanes");        // one chunk
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), "decode lanes");        // 8 x 128 features
+  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");              // 8 x 256 > 1024
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), "decode");              // chunked: 2 x 8 blocks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");             // 17 x 8 = 136 blocks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");  // 272 > 264 blocks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");         // 264: not more than twice
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 0), "decode");           // SM count unknown
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::F8E4M3, 80000, 132), "decode paired");   // group of 8
+  EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 4097, 132), "per-head chunked");   // group of 16
   EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 200, 132), "per-head");
-  EXPECT_EQ(form(1, 4, 2, 20, ElemType::F32, 1500, 132), "decode");                    // 20 = 5 vectors of 4
-  EXPECT_EQ(form(1, 4, 2, 20, ElemType::BF16, 1500, 132), "per-head chunked");         // not whole vectors of 8
+  EXPECT_EQ(form(1, 4, 2, 20, ElemType::F32, 1500, 132), "decode");             // 20 = 5 vectors of 4
+  EXPECT_EQ(form(1, 4, 2, 20, ElemType::BF16, 1500, 132), "per-head chunked");  // not whole vectors of 8
+  struct ResetLanes {
+    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
+  } reset_lanes;
+  ops::cu::set_attention_lanes(1);  // wherever it fits
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode lanes");
+  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 4097, 132), "decode");
+  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");
+  EXPECT_EQ(form(1, 4, 2, 20, ElemType::BF16, 1500, 132), "per-head chunked");
+  ops::cu::set_attention_lanes(0);
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode");
+  ops::cu::set_attention_lanes(-1);
   ops::cu::AttentionArgs graph_step;  // bound unknown, past on the device: only the per-head form is safe
   graph_step.tokens = 1;
   graph_step.heads = 32;

@@ -20,13 +20,15 @@
 // valid at every position; blocks of chunks without a visible slot (past the last slot, before a sliding
 // window) return at once, and the combine reads only the chunks that hold visible slots. Groups of more than
 // kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
-// (chunked the same way when the capacity passes one chunk).
+// (chunked the same way when the capacity passes one chunk). With the cache within one chunk the lanes
+// form (decode_lanes_attention.cu) serves the decode calls it fits instead: there a block's visible slots
+// are few, and this form's scores would run in one warp while the others wait.
 #include <math.h>
 
-#include <type_traits>
+#include <atomic>
 
 #include "core/env_switch.h"
-#include "runtime/ops/cuda/elem.cuh"
+#include "runtime/ops/cuda/attention_kv.cuh"
 
 namespace qlm::ops::cu {
 namespace {
@@ -101,18 +103,6 @@ __device__ BlockState attend_slots(const AttentionArgs& a, const float* q, int64
   }
   __syncthreads();
   return st;
-}
-
-// The slots before this call's tokens (a device int in a CUDA graph's decode step).
-__device__ __forceinline__ int64_t past_of(const AttentionArgs& a) {
-  return a.past_dev ? int64_t{*a.past_dev} : a.past;
-}
-
-// The visible slots [first, last] of query token t after `past` slots.
-__device__ __forceinline__ void visible_slots(const AttentionArgs& a, int64_t past, int64_t t, int64_t* first,
-                                              int64_t* last) {
-  *last = past + t;
-  *first = a.sliding_window > 0 && *last - a.sliding_window + 1 > 0 ? *last - a.sliding_window + 1 : 0;
 }
 
 // The query of (token t, head h) into shared memory; the visible slots [first, last] of token t.
@@ -228,30 +218,6 @@ static_assert(kDecodeThreads % 32 == 0 && kDecodeMaxGroup >= 1);
 // loads in flight is faster). attention_form (launch.h) holds the rule.
 constexpr int kDecodeSmallGroup = 4;
 static_assert(kDecodeSmallGroup <= kDecodeMaxGroup);
-
-// E consecutive stored elements per vector: 16 bytes (F32: 4, F16 / BF16: 8) or, for the fp8
-// caches, 8 bytes (8 elements: 16 would need twice the accumulators in phase 3).
-template <ElemType KV>
-struct KvVec {
-  using T = typename Elem<KV>::type;
-  static constexpr int E = KV == ElemType::F32 ? 4 : 8;
-  static constexpr int kBytes = E * static_cast<int>(sizeof(T));
-  using Raw = std::conditional_t<kBytes == 16, uint4, uint2>;
-  static_assert(kBytes == 16 || kBytes == 8);
-};
-
-// The E elements at p as one load (p is a whole vector: rows and heads are whole vectors, checked by the
-// host), then as floats.
-template <ElemType KV>
-__device__ __forceinline__ typename KvVec<KV>::Raw load_kv_raw(const typename KvVec<KV>::T* p) {
-  return *reinterpret_cast<const typename KvVec<KV>::Raw*>(p);
-}
-template <ElemType KV>
-__device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& raw, float (&v)[KvVec<KV>::E]) {
-  const typename KvVec<KV>::T* e = reinterpret_cast<const typename KvVec<KV>::T*>(&raw);
-#pragma unroll
-  for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
-}
 
 // Vectors (phase 1) or slots (phase 3) whose loads a thread has in flight at once: a whole BF16 / F16 row
 // of head_dim 128 and all of a thread's V slots in one round (16 slot groups of 256 slots).
@@ -438,8 +404,6 @@ bool decode_form_enabled() {
   return enabled;
 }
 
-// KvVec<KV>::E for a cache type known at run time.
-int kv_vector_elems(ElemType kv) { return kv == ElemType::F32 ? 4 : 8; }
 static_assert(KvVec<ElemType::F32>::E == 4 && KvVec<ElemType::F16>::E == 8 && KvVec<ElemType::BF16>::E == 8 &&
               KvVec<ElemType::F8E4M3>::E == 8 && KvVec<ElemType::F8E5M2>::E == 8);
 
@@ -448,6 +412,21 @@ static_assert(KvVec<ElemType::F32>::E == 4 && KvVec<ElemType::F16>::E == 8 && Kv
 bool decode_kernel_applies(const AttentionArgs& a) {
   const int64_t group = a.heads / a.kv_heads, E = kv_vector_elems(a.kv_type);
   return a.tokens == 1 && group <= kDecodeMaxGroup && a.head_dim % E == 0 && a.head_dim / E <= kDecodeThreads;
+}
+
+// Whether the lanes form fits a call the decode kernel serves: the group's queries within its shared memory.
+bool decode_lanes_fits(const AttentionArgs& a) {
+  const int64_t group = a.heads / a.kv_heads;
+  return group <= kLanesMaxGroup && group * a.head_dim <= kLanesMaxGroupDims;
+}
+
+// set_attention_lanes / QLM_ATTENTION_LANES (1 on wherever it fits, 0 off; unset: the rule).
+std::atomic<int> g_lanes_override{-1};
+int lanes_mode() {
+  const int forced = g_lanes_override.load();
+  if (forced >= 0) return forced;
+  static const int from_env = static_cast<int>(env_int("QLM_ATTENTION_LANES", -1));
+  return from_env;
 }
 
 // The chunks of a call: a.chunks for a single token with split slots, else 0 (one block per (token, head)).
@@ -460,6 +439,9 @@ AttentionForm attention_form(const AttentionArgs& a) {
   const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
                                                   : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
   if (decode_form_enabled() && (chunks > 0 || within_one_chunk) && decode_kernel_applies(a)) {
+    // The lanes form within one chunk: a block's slots are few there and the decode form scores them in one warp.
+    const int lanes = lanes_mode();
+    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || chunks == 0)) return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
     return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
   }
@@ -472,9 +454,12 @@ const char* attention_form_name(AttentionForm form) {
     case AttentionForm::PerHeadChunked: return "per-head chunked";
     case AttentionForm::Decode: return "decode";
     case AttentionForm::DecodePaired: return "decode paired";
+    case AttentionForm::DecodeLanes: return "decode lanes";
   }
   return "?";
 }
+
+void set_attention_lanes(int mode) { g_lanes_override.store(mode); }
 
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound) {
   if (tokens != 1 || slots_bound <= kAttentionChunkSlots) return 0;
@@ -491,12 +476,14 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                      chunks * a.heads > int64_t{0x7fffffff}))
     return cudaErrorInvalidValue;
   const AttentionForm form = attention_form(a);
-  cudaError_t status = cudaSuccess;
+  cudaError_t status = cudaSuccess, lanes_status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       const unsigned threads = kWarps * 32;
-      if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
+      if (form == AttentionForm::DecodeLanes) {
+        lanes_status = launch_decode_lanes(a, chunks, stream);
+      } else if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
         const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * a.kv_heads);
         const auto launch = [&](auto kernel) { launch_pdl(kernel, grid, kDecodeThreads, 0, stream, a, chunks); };
         const bool paired = form == AttentionForm::DecodePaired;
@@ -516,7 +503,8 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                    static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
     });
   });
-  return dispatched != cudaSuccess ? dispatched : status;
+  if (dispatched != cudaSuccess) return dispatched;
+  return lanes_status != cudaSuccess ? lanes_status : status;
 }
 
 }  // namespace qlm::ops::cu

@@ -134,10 +134,16 @@ int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 //                   kernel does not apply and the cache fits one chunk);
 //   PerHeadChunked  the same per (head, chunk), then the combine (decode past one chunk without the decode kernel);
 //   Decode          one block per (kv head, chunk) serving the group's query heads (+ the combine past one chunk);
-//   DecodePaired    the same, two blocks per multiprocessor, where blocks > 2 x a.sm_count.
-enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3 };
+//   DecodePaired    the same, two blocks per multiprocessor, where blocks > 2 x a.sm_count;
+//   DecodeLanes     one block per (kv head, chunk) as Decode, each slot's row spread over a team of lanes and the
+//                   slots over every warp (decode_lanes_attention.cu): the cache within one chunk, where the
+//                   decode form would leave most of its warps waiting on one warp's scores.
+enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3, DecodeLanes = 4 };
 AttentionForm attention_form(const AttentionArgs& a);
 const char* attention_form_name(AttentionForm form);
+// Process-wide override of the lanes form (1: wherever its shape fits, chunked caches included; 0: never; -1:
+// QLM_ATTENTION_LANES, else the rule above). For tests and measurements; attention_form reads it on every call.
+void set_attention_lanes(int mode);
 
 // Causal GQA attention, F32 math with an online softmax; one block per (query token, head) for prefill,
 // one block per (kv head, chunk) serving the kv head's query heads for a single decode token

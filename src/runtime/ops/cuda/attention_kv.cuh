@@ -1,0 +1,59 @@
+// What the attention kernels (attention.cu, decode_lanes_attention.cu) share: the visible slots of a query
+// token, K / V rows read as vectors of their storage type, and the lanes form's launcher.
+#pragma once
+
+#include <type_traits>
+
+#include "runtime/ops/cuda/elem.cuh"
+
+namespace qlm::ops::cu {
+
+// The slots before this call's tokens (a device int in a CUDA graph's decode step).
+__device__ __forceinline__ int64_t past_of(const AttentionArgs& a) {
+  return a.past_dev ? int64_t{*a.past_dev} : a.past;
+}
+
+// The visible slots [first, last] of query token t after `past` slots.
+__device__ __forceinline__ void visible_slots(const AttentionArgs& a, int64_t past, int64_t t, int64_t* first,
+                                              int64_t* last) {
+  *last = past + t;
+  *first = a.sliding_window > 0 && *last - a.sliding_window + 1 > 0 ? *last - a.sliding_window + 1 : 0;
+}
+
+// E consecutive stored elements per vector: 16 bytes (F32: 4, F16 / BF16: 8) or, for the fp8
+// caches, 8 bytes (8 elements: 16 would need twice the accumulators of the V sums).
+template <ElemType KV>
+struct KvVec {
+  using T = typename Elem<KV>::type;
+  static constexpr int E = KV == ElemType::F32 ? 4 : 8;
+  static constexpr int kBytes = E * static_cast<int>(sizeof(T));
+  using Raw = std::conditional_t<kBytes == 16, uint4, uint2>;
+  static_assert(kBytes == 16 || kBytes == 8);
+};
+
+// KvVec<KV>::E for a cache type known at run time (host).
+inline int kv_vector_elems(ElemType kv) { return kv == ElemType::F32 ? 4 : 8; }
+
+// The E elements at p as one load (p is a whole vector: rows and heads are whole vectors, checked by the
+// host), then as floats.
+template <ElemType KV>
+__device__ __forceinline__ typename KvVec<KV>::Raw load_kv_raw(const typename KvVec<KV>::T* p) {
+  return *reinterpret_cast<const typename KvVec<KV>::Raw*>(p);
+}
+template <ElemType KV>
+__device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& raw, float (&v)[KvVec<KV>::E]) {
+  const typename KvVec<KV>::T* e = reinterpret_cast<const typename KvVec<KV>::T*>(&raw);
+#pragma unroll
+  for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
+}
+
+// The lanes form of decode attention (decode_lanes_attention.cu) serves groups of up to kLanesMaxGroup query
+// heads whose queries together hold at most kLanesMaxGroupDims features (its shared memory holds the eight
+// warps' sums of every one of them).
+inline constexpr int kLanesMaxGroup = 8;
+inline constexpr int kLanesMaxGroupDims = 1024;
+// One query token, one block per (kv head, chunk); chunks == 0: the block is the only chunk and writes the
+// output, else its partial state for attention_combine_kernel. The caller checked the shape (attention_form).
+cudaError_t launch_decode_lanes(const AttentionArgs& a, int64_t chunks, cudaStream_t stream);
+
+}  // namespace qlm::ops::cu
