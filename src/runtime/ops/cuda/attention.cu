@@ -322,23 +322,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
   if constexpr (kPaired) load_v(jv0);
   __syncthreads();
 
-  // (2) Softmax over the chunk: warp g takes head g.
-  if (warp < G) {
-    float m = -INFINITY;
-    for (int t = lane; t < C; t += 32) m = fmaxf(m, ps[warp][t]);
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float l = 0.0f;
-    for (int t = lane; t < C; t += 32) {
-      const float p = m == -INFINITY ? 0.0f : expf(ps[warp][t] - m);  // invalid slots: exp(-inf) = 0
-      ps[warp][t] = p;
-      l += p;
-    }
-    for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
-    if (lane == 0) {
-      head_m[warp] = m;
-      head_l[warp] = l;
-    }
-  }
+  // (2) Softmax over the chunk (invalid slots hold -inf): warp g takes head g.
+  if (warp < G) warp_softmax_in_place(ps[warp], C, &head_m[warp], &head_l[warp]);
   __syncthreads();
 
   // (3) acc[g] = sum over the chunk's visible slots of p[g][j] · v_j: thread (vector rc, slot group sg)

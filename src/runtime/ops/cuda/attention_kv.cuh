@@ -2,6 +2,8 @@
 // token, K / V rows read as vectors of their storage type, and the lanes form's launcher.
 #pragma once
 
+#include <math.h>
+
 #include <type_traits>
 
 #include "runtime/ops/cuda/elem.cuh"
@@ -45,6 +47,26 @@ __device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& 
   const typename KvVec<KV>::T* e = reinterpret_cast<const typename KvVec<KV>::T*>(&raw);
 #pragma unroll
   for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
+}
+
+// One warp's softmax of the scores p[0, n) in place: p[t] = exp(p[t] - m) with m their maximum (every p[t] = 0 when
+// all are -inf: slots outside the visible ones), summed in a fixed order; lane 0 writes m and the sum l.
+__device__ __forceinline__ void warp_softmax_in_place(float* p, int n, float* m_out, float* l_out) {
+  const int lane = threadIdx.x % 32;
+  float m = -INFINITY;
+  for (int t = lane; t < n; t += 32) m = fmaxf(m, p[t]);
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  float l = 0.0f;
+  for (int t = lane; t < n; t += 32) {
+    const float e = m == -INFINITY ? 0.0f : expf(p[t] - m);
+    p[t] = e;
+    l += e;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+  if (lane == 0) {
+    *m_out = m;
+    *l_out = l;
+  }
 }
 
 // The lanes form of decode attention (decode_lanes_attention.cu) serves groups of up to kLanesMaxGroup query

@@ -129,22 +129,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
 
   // (2) Softmax over the visible slots: warp g takes head g.
   const int n = static_cast<int>(hi - lo + 1);
-  if (warp < G) {
-    float m = -INFINITY;
-    for (int t = lane; t < n; t += 32) m = fmaxf(m, ps[warp][t]);
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float l = 0.0f;
-    for (int t = lane; t < n; t += 32) {
-      const float p = m == -INFINITY ? 0.0f : expf(ps[warp][t] - m);
-      ps[warp][t] = p;
-      l += p;
-    }
-    for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
-    if (lane == 0) {
-      head_m[warp] = m;
-      head_l[warp] = l;
-    }
-  }
+  if (warp < G) warp_softmax_in_place(ps[warp], n, &head_m[warp], &head_l[warp]);
   __syncthreads();
 
   // (3) Each lane's p · v over its steps' slots, per query head of the group.
