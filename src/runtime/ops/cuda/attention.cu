@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
   const int G = static_cast<int>(a.heads / a.kv_heads);
   const int d = static_cast<int>(a.head_dim), RC = d / E;  // vectors per head row
   const int64_t row = a.kv_heads * a.head_dim;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x, warp = tid / 32;
   __shared__ __align__(16) float qs[G_MAX * kMaxAttentionHeadDim];  // the group's queries, head after head
   __shared__ float ps[G_MAX][C];                                    // scores, then exp(score - m)
   __shared__ __align__(16) float part[C * E];                       // phase 3: every thread's E sums of one head
