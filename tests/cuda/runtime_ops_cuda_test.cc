@@ -335,7 +335,7 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
           const bool lanes_fit = c.heads / c.kv_heads <= 8 && c.heads / c.kv_heads * c.d <= 1024 &&
                                  c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
           if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
-            const bool want_lanes = lanes == 1 || (lanes == -1 && !chunked);
+            const bool want_lanes = lanes == 1 || (lanes == -1 && !chunked && ops::cu::kAttentionLanesWithinOneChunk);
             EXPECT_EQ(ops::cu::attention_form(1, past, dev, p) == "decode lanes", want_lanes) << what;
           }
           EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
@@ -418,9 +418,10 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
     return std::string(ops::cu::attention_form_name(ops::cu::attention_form(a)));
   };
   using ops::cu::ElemType;
-  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");            // prefill
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode lanes");        // one chunk
-  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), "decode lanes");        // 8 x 128 features
+  EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");  // prefill
+  const std::string one_chunk = ops::cu::kAttentionLanesWithinOneChunk ? "decode lanes" : "decode";
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), one_chunk);             // one chunk
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), one_chunk);             // 8 x 128 features
   EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");              // 8 x 256 > 1024
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), "decode");              // chunked: 2 x 8 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");             // 17 x 8 = 136 blocks
@@ -436,6 +437,8 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
     ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
   } reset_lanes;
   ops::cu::set_attention_lanes(1);  // wherever it fits
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode lanes");
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), "decode lanes");
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode lanes");
   EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 4097, 132), "decode");
   EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");

@@ -20,9 +20,9 @@
 // valid at every position; blocks of chunks without a visible slot (past the last slot, before a sliding
 // window) return at once, and the combine reads only the chunks that hold visible slots. Groups of more than
 // kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
-// (chunked the same way when the capacity passes one chunk). With the cache within one chunk the lanes
-// form (decode_lanes_attention.cu) serves the decode calls it fits instead: there a block's visible slots
-// are few, and this form's scores would run in one warp while the others wait.
+// (chunked the same way when the capacity passes one chunk). The lanes form (decode_lanes_attention.cu) is
+// meant for caches within one chunk, where a block's visible slots are few and this form's scores run in one
+// warp while the others wait (launch.h: kAttentionLanesWithinOneChunk, QLM_ATTENTION_LANES).
 #include <math.h>
 
 #include <atomic>
@@ -426,7 +426,8 @@ AttentionForm attention_form(const AttentionArgs& a) {
   if (decode_form_enabled() && (chunks > 0 || within_one_chunk) && decode_kernel_applies(a)) {
     // The lanes form within one chunk: a block's slots are few there and the decode form scores them in one warp.
     const int lanes = lanes_mode();
-    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || chunks == 0)) return AttentionForm::DecodeLanes;
+    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || (kAttentionLanesWithinOneChunk && chunks == 0)))
+      return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
     return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
   }

@@ -136,11 +136,15 @@ int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 //   Decode          one block per (kv head, chunk) serving the group's query heads (+ the combine past one chunk);
 //   DecodePaired    the same, two blocks per multiprocessor, where blocks > 2 x a.sm_count;
 //   DecodeLanes     one block per (kv head, chunk) as Decode, each slot's row spread over a team of lanes and the
-//                   slots over every warp (decode_lanes_attention.cu): the cache within one chunk, where the
-//                   decode form would leave most of its warps waiting on one warp's scores.
+//                   slots over every warp (decode_lanes_attention.cu): where kAttentionLanesWithinOneChunk, the
+//                   cache within one chunk, where the decode form leaves most of its warps waiting on one warp's
+//                   scores; otherwise only when set_attention_lanes / QLM_ATTENTION_LANES asks for it.
 enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3, DecodeLanes = 4 };
 AttentionForm attention_form(const AttentionArgs& a);
 const char* attention_form_name(AttentionForm form);
+// Whether the rule runs the lanes form for caches within one chunk. Off until it has run on a GPU: written in
+// session 44, whose device starts were refused; scripts/plans/next.plan checks and measures it.
+inline constexpr bool kAttentionLanesWithinOneChunk = false;
 // Process-wide override of the lanes form (1: wherever its shape fits, chunked caches included; 0: never; -1:
 // QLM_ATTENTION_LANES, else the rule above). For tests and measurements; attention_form reads it on every call.
 void set_attention_lanes(int mode);
