@@ -2,22 +2,43 @@
 // on the host to the activation dtype and uploaded; y = x·Wᵀ (+ bias) with F32 accumulation
 // (CUBLAS_COMPUTE_32F: F32 activations get true FP32 products, no TF32), the heuristic's
 // algorithm with the context workspace, and the bias in cuBLASLt's epilogue where it takes an F32
-// bias (else our epilogue kernel adds it).
+// bias (else our epilogue kernel adds it). At a few rows it may run our GEMV instead (dense_gemv.h).
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
 
+#include "core/env_switch.h"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/data_type.h"
+#include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
+#include "kernels/cuda/dense_gemv.h"
 #include "kernels/cuda/dense_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/cuda/scaled_mm_epilogue.h"
 #include "kernels/dense_linear.h"
 
 namespace qlm {
+
+namespace cuda {
+namespace {
+std::atomic<int> g_dense_gemv_override{-1};
+}  // namespace
+
+void set_dense_gemv(int mode) { g_dense_gemv_override.store(mode); }
+
+bool dense_gemv_wanted(int64_t M, int64_t, int64_t N) {
+  static const int from_env = static_cast<int>(env_int("QLM_DENSE_GEMV", -1));
+  const int forced = g_dense_gemv_override.load();
+  const int mode = forced >= 0 ? forced : from_env;
+  if (mode == 0 || M < 1 || M > kDenseGemvMaxRows) return false;
+  return mode == 1 || (kDenseGemvByDefault && N <= kDenseGemvDefaultMaxN);
+}
+}  // namespace cuda
+
 namespace {
 
 bool is_float16_32(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
@@ -61,6 +82,19 @@ class DenseCublasKernel final : public DenseLinearKernel {
     if (M == 0) return;
     QLM_CHECK(gemm_ != nullptr);
     const float* b = bias ? bias->data<float>() : nullptr;
+    if (cuda::dense_gemv_wanted(M, c_.K_p, c_.N_p)) {
+      cuda::DenseGemvArgs g;
+      g.x = x.raw_data();
+      g.w = w_.raw_data();
+      g.bias = b;
+      g.y = y.raw_data();
+      g.type = cuda_float_type(c_.act_dtype);
+      g.M = M;
+      g.K = c_.K_p;
+      g.N = c_.N_p;
+      QLM_CUDA_CHECK(cuda::launch_dense_gemv(g, cuda::context(c_.device.index).stream));
+      return;
+    }
     if (gemm_->run(w_.raw_data(), x.raw_data(), y.raw_data(), M, b, nullptr, nullptr) || !b) return;
     cuda::EpilogueArgs e;  // bias only, in place
     e.acc = y.raw_data();
