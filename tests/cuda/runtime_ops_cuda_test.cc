@@ -282,21 +282,24 @@ TEST(CudaRuntimeOps, KvCacheAndAttentionMatchCpu) {
       }
 }
 
+// Puts the lanes form back under its rule when a test that forces it ends.
+struct LanesModeReset {
+  ~LanesModeReset() { ops::cu::set_attention_lanes(-1); }
+};
+
 // A single decode token over every group size the per-group decode kernel serves (1, 4, 7, 8 query
 // heads per kv head), one it leaves to the per-(token, head) form (16), head sizes of whole vectors (64,
 // 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
 // cache within one chunk (capacity <= 256: the block writes the output) and past it (chunks and the
 // combine kernel), a sliding window, and the first token of a sequence (one visible slot).
-// Each case runs under the rule (lanes within one chunk), with the lanes form off (the decode kernel within one
-// chunk) and with it on wherever it fits (chunked caches included).
+// Each case runs under the rule (kAttentionLanesWithinOneChunk), with the lanes form off and with it on wherever
+// it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   SKIP_WITHOUT_GPU();
   struct Case {
     int64_t heads, kv_heads, d;
   };
-  struct ResetLanes {
-    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
-  } reset_lanes;
+  LanesModeReset reset_lanes;
   for (const int lanes : {-1, 0, 1})
     for (const Case c :
          {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64}, Case{4, 2, 20}})
@@ -353,9 +356,7 @@ TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
   struct Case {
     int64_t heads, kv_heads, d;
   };
-  struct ResetLanes {
-    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
-  } reset_lanes;
+  LanesModeReset reset_lanes;
   for (const int lanes : {-1, 1})
     for (const Case c : {Case{16, 4, 128}, Case{64, 8, 128}, Case{7, 1, 64}, Case{4, 2, 20}})  // d 20: per-head form
       for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
@@ -433,9 +434,7 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   EXPECT_EQ(form(1, 32, 2, 128, ElemType::BF16, 200, 132), "per-head");
   EXPECT_EQ(form(1, 4, 2, 20, ElemType::F32, 1500, 132), "decode");             // 20 = 5 vectors of 4
   EXPECT_EQ(form(1, 4, 2, 20, ElemType::BF16, 1500, 132), "per-head chunked");  // not whole vectors of 8
-  struct ResetLanes {
-    ~ResetLanes() { ops::cu::set_attention_lanes(-1); }
-  } reset_lanes;
+  LanesModeReset reset_lanes;
   ops::cu::set_attention_lanes(1);  // wherever it fits
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), "decode lanes");
   EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), "decode lanes");
