@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int u = 0; u < kGemvBatch; ++u) {
         const int64_t v = v0 + u * 32 + lane;
-        if (v < KV) wb[u] = __ldcs(wv + v);  // each weight is read once: stream it past the caches
+        if (v < KV) wb[u] = __ldg(wv + v);  // cached: a thin layer (a router) may still be in L2 at the next step
       }
 #pragma unroll
       for (int u = 0; u < kGemvBatch; ++u) {
