@@ -287,11 +287,12 @@ struct LanesModeReset {
   ~LanesModeReset() { ops::cu::set_attention_lanes(-1); }
 };
 
-// A single decode token over every group size the per-group decode kernel serves (1, 4, 7, 8 query
+// A single decode token over every group size the per-group decode kernel serves (1, 2, 4, 6, 7, 8 query
 // heads per kv head), one it leaves to the per-(token, head) form (16), head sizes of whole vectors (64,
 // 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
 // cache within one chunk (capacity <= 256: the block writes the output) and past it (chunks and the
-// combine kernel), a sliding window, and the first token of a sequence (one visible slot).
+// combine kernel), a sliding window, and the first token of a sequence (one visible slot). Within one chunk the
+// lanes form splits groups of 6 and 8 heads over two blocks (decode_lanes_splits).
 // Each case runs under the rule (kAttentionLanesWithinOneChunk), with the lanes form off and with it on wherever
 // it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
@@ -301,8 +302,8 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   };
   LanesModeReset reset_lanes;
   for (const int lanes : {-1, 0, 1})
-    for (const Case c :
-         {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64}, Case{4, 2, 20}})
+    for (const Case c : {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64},
+                         Case{4, 2, 20}, Case{16, 2, 128}, Case{12, 2, 64}})
       for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
         for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
           ops::cu::set_attention_lanes(lanes);

@@ -74,8 +74,13 @@ __device__ __forceinline__ void warp_softmax_in_place(float* p, int n, float* m_
 // warps' sums of every one of them).
 inline constexpr int kLanesMaxGroup = 8;
 inline constexpr int kLanesMaxGroupDims = 1024;
-// One query token, one block per (kv head, chunk); chunks == 0: the block is the only chunk and writes the
-// output, else its partial state for attention_combine_kernel. The caller checked the shape (attention_form).
+// One query token, one block per (kv head, part of its group, chunk); chunks == 0: the block is the only chunk and
+// writes the output, else its partial state for attention_combine_kernel. The caller checked the shape
+// (attention_form).
 cudaError_t launch_decode_lanes(const AttentionArgs& a, int64_t chunks, cudaStream_t stream);
+// The parts a kv head's query heads are split into, one block each (host): two for even groups of more than four
+// heads (Llama-3-70B, Qwen3-30B-A3B: 8) within one chunk, where the kv heads alone give few blocks (4 or 8) and each
+// block's work is the latency; else one. QLM_ATTENTION_LANES_SPLIT=1 or 2 forces it (even groups only split).
+int decode_lanes_splits(const AttentionArgs& a, int64_t chunks);
 
 }  // namespace qlm::ops::cu

@@ -15,6 +15,7 @@
 // hold at most kLanesMaxGroupDims features (attention_form checks it).
 #include <math.h>
 
+#include "core/env_switch.h"
 #include "runtime/ops/cuda/attention_kv.cuh"
 
 namespace qlm::ops::cu {
@@ -27,8 +28,9 @@ constexpr int C = static_cast<int>(kAttentionChunkSlots);
 static_assert(kLanesMaxGroup <= kLanesWarps, "phase 2 takes one warp per query head");
 static_assert(kLanesMaxGroupDims % kLanesThreads == 0);
 
+// Block (kv head kvh, part p of `splits`, chunk c): query heads kvh·group + p·G .. + G - 1 with G = group / splits.
 template <ElemType KV, ElemType OUT, int G_MAX>
-__global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionArgs a, int64_t chunks) {
+__global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionArgs a, int64_t chunks, int splits) {
   pdl_enter();
   static_assert(G_MAX >= 1 && G_MAX <= kLanesMaxGroup);
   using T = typename KvVec<KV>::T;
@@ -37,8 +39,10 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   // Vectors per lane at most: a row of kMaxAttentionHeadDim has 256 / E vectors, a warp 32 lanes.
   constexpr int kVpl =
       static_cast<int>(kMaxAttentionHeadDim) / E > 32 ? static_cast<int>(kMaxAttentionHeadDim) / E / 32 : 1;
-  const int64_t kvh = blockIdx.x % a.kv_heads, c = blockIdx.x / a.kv_heads;
-  const int G = static_cast<int>(a.heads / a.kv_heads);
+  const int64_t kvh = blockIdx.x % a.kv_heads, group_part = blockIdx.x / a.kv_heads % splits;
+  const int64_t c = blockIdx.x / a.kv_heads / splits;
+  const int G = static_cast<int>(a.heads / a.kv_heads) / splits;
+  const int64_t h0 = kvh * G * splits + group_part * G;  // the block's first query head
   const int d = static_cast<int>(a.head_dim), RC = d / E, GD = G * d;
   const int64_t row = a.kv_heads * a.head_dim;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -55,7 +59,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   // (0) The slot count (a device int in a graph's step), the group's queries and both scales, in flight together.
   const int64_t past = past_of(a);
   constexpr int kQPerThread = kLanesMaxGroupDims / kLanesThreads;
-  const float* q = a.q + kvh * G * a.head_dim;  // token 0: heads kvh·G.. are adjacent
+  const float* q = a.q + h0 * a.head_dim;  // token 0: heads h0.. are adjacent
   float qv[kQPerThread];
 #pragma unroll
   for (int r = 0; r < kQPerThread; ++r) qv[r] = tid + r * kLanesThreads < GD ? q[tid + r * kLanesThreads] : 0.0f;
@@ -193,7 +197,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
 #pragma unroll
     for (int w = 0; w < kLanesWarps; ++w) o += part[w][idx];
     const int g = idx / d, i = idx - g * d;
-    const int64_t h = kvh * G + g;
+    const int64_t h = h0 + g;
     const float l = head_l[g];
     if (chunks == 0) {
       store_elem<OUT>(a.out, h * a.head_dim + i, o * (v_scale / l));  // l > 0: the query's own slot
@@ -202,7 +206,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
     }
   }
   if (chunks > 0 && tid < G) {
-    float* out = a.partial + ((kvh * G + tid) * chunks + c) * (2 + a.head_dim);
+    float* out = a.partial + ((h0 + tid) * chunks + c) * (2 + a.head_dim);
     out[0] = head_m[tid];
     out[1] = head_l[tid];
   }
@@ -210,17 +214,25 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
 
 }  // namespace
 
+int decode_lanes_splits(const AttentionArgs& a, int64_t chunks) {
+  const int64_t group = a.heads / a.kv_heads;
+  static const int64_t forced = env_int("QLM_ATTENTION_LANES_SPLIT", 0);
+  const int64_t want = forced > 0 ? forced : chunks == 0 && group > 4 ? 2 : 1;
+  return want == 2 && group % 2 == 0 ? 2 : 1;
+}
+
 cudaError_t launch_decode_lanes(const AttentionArgs& a, int64_t chunks, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * a.kv_heads);
-  const bool small_group = a.heads / a.kv_heads <= 4;
+  const int splits = decode_lanes_splits(a, chunks);
+  const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * splits * a.kv_heads);
+  const bool small_group = a.heads / a.kv_heads / splits <= 4;
   cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       if (small_group)
-        launch_pdl(decode_lanes_kernel<KV, OUT, 4>, grid, kLanesThreads, 0, stream, a, chunks);
+        launch_pdl(decode_lanes_kernel<KV, OUT, 4>, grid, kLanesThreads, 0, stream, a, chunks, splits);
       else
-        launch_pdl(decode_lanes_kernel<KV, OUT, kLanesMaxGroup>, grid, kLanesThreads, 0, stream, a, chunks);
+        launch_pdl(decode_lanes_kernel<KV, OUT, kLanesMaxGroup>, grid, kLanesThreads, 0, stream, a, chunks, splits);
     });
   });
   return dispatched != cudaSuccess ? dispatched : status;
