@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/env_switch.h"
@@ -287,6 +289,49 @@ struct LanesModeReset {
   ~LanesModeReset() { ops::cu::set_attention_lanes(-1); }
 };
 
+struct DecodeCase {
+  int64_t heads, kv_heads, d;
+};
+
+// One decode token against past + 1 rows of random q / k / v (seed), held in a host cache and in a device cache
+// reserved for `capacity` slots (kv scales set where given): the CPU result, the GPU result, the form the GPU ran
+// (ops::cu::attention_form) and the device cache's capacity.
+struct DecodeRun {
+  std::vector<float> want, got;
+  std::string form;
+  int64_t capacity = 0;
+};
+DecodeRun run_decode_attention(const DecodeCase& c, ops::KvDType kv, int64_t past, int64_t window, int64_t capacity,
+                               uint32_t seed, std::optional<std::pair<float, float>> kv_scales) {
+  const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
+  ops::KvCache host(1, c.kv_heads, c.d, {kv});
+  ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
+  if (kv_scales) {
+    host.set_scales(0, kv_scales->first, kv_scales->second);
+    dev.set_scales(0, kv_scales->first, kv_scales->second);
+  }
+  const ops::AttentionParams p{.heads = c.heads,
+                               .kv_heads = c.kv_heads,
+                               .head_dim = c.d,
+                               .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
+                               .sliding_window = window};
+  const int64_t total = past + 1;
+  const std::vector<float> qkv = random_floats(static_cast<size_t>(total * stride), seed, 1.5f);
+  host.reserve(total);
+  dev.reserve(capacity);
+  host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
+  dev.write(0, 0, upload(qkv, {total, stride}), c.heads * c.d, (c.heads + c.kv_heads) * c.d);
+  // The query is the last row's q.
+  const std::vector<float> last_row(qkv.end() - stride, qkv.end());
+  DecodeRun r;
+  r.want.resize(static_cast<size_t>(c.heads * c.d));
+  ops::attention(last_row.data(), stride, 1, past, host, 0, p, r.want.data(), c.heads * c.d);
+  r.got = download(ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32));
+  r.form = ops::cu::attention_form(1, past, dev, p);
+  r.capacity = dev.capacity();
+  return r;
+}
+
 // A single decode token over every group size the per-group decode kernel serves (1, 2, 4, 6, 7, 8 query
 // heads per kv head), one it leaves to the per-(token, head) form (16), head sizes of whole vectors (64,
 // 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
@@ -297,52 +342,30 @@ struct LanesModeReset {
 // it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   SKIP_WITHOUT_GPU();
-  struct Case {
-    int64_t heads, kv_heads, d;
-  };
   LanesModeReset reset_lanes;
   for (const int lanes : {-1, 0, 1})
-    for (const Case c : {Case{8, 8, 64}, Case{16, 4, 128}, Case{7, 1, 128}, Case{16, 2, 256}, Case{16, 1, 64},
-                         Case{4, 2, 20}, Case{16, 2, 128}, Case{12, 2, 64}})
+    for (const DecodeCase c :
+         {DecodeCase{8, 8, 64}, DecodeCase{16, 4, 128}, DecodeCase{7, 1, 128}, DecodeCase{16, 2, 256},
+          DecodeCase{16, 1, 64}, DecodeCase{4, 2, 20}, DecodeCase{16, 2, 128}, DecodeCase{12, 2, 64}})
       for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
         for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
           ops::cu::set_attention_lanes(lanes);
-          const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
           const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " d " +
                                    std::to_string(c.d) + " kv " + ops::kv_dtype_name(kv) + " past " +
                                    std::to_string(past) + " window " + std::to_string(window) + " lanes " +
                                    std::to_string(lanes);
-          ops::KvCache host(1, c.kv_heads, c.d, {kv});
-          ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
-          host.set_scales(0, 0.75f, 1.5f);
-          dev.set_scales(0, 0.75f, 1.5f);
-          const ops::AttentionParams p{.heads = c.heads,
-                                       .kv_heads = c.kv_heads,
-                                       .head_dim = c.d,
-                                       .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
-                                       .sliding_window = window};
           const int64_t total = past + 1;
-          const std::vector<float> qkv =
-              random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + c.d), 1.5f);
-          host.reserve(total);
-          dev.reserve(total);
-          host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
-          const Tensor qkv_dev = upload(qkv, {total, stride});
-          dev.write(0, 0, qkv_dev, c.heads * c.d, (c.heads + c.kv_heads) * c.d);
-          // The query is the last row's q.
-          const std::vector<float> last_row(qkv.end() - stride, qkv.end());
-          std::vector<float> want(static_cast<size_t>(c.heads * c.d));
-          ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
-          const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
-          const bool chunked = ops::cu::attention_chunks(1, dev.capacity()) > 0;
-          EXPECT_EQ(chunked, dev.capacity() > 256) << what;
+          const DecodeRun r = run_decode_attention(c, kv, past, window, total, static_cast<uint32_t>(total + c.d),
+                                                   std::pair{0.75f, 1.5f});
+          const bool chunked = ops::cu::attention_chunks(1, r.capacity) > 0;
+          EXPECT_EQ(chunked, r.capacity > 256) << what;
           const bool lanes_fit = c.heads / c.kv_heads <= 8 && c.heads / c.kv_heads * c.d <= 1024 &&
                                  c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
           if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
             const bool want_lanes = lanes == 1 || (lanes == -1 && !chunked && ops::cu::kAttentionLanesWithinOneChunk);
-            EXPECT_EQ(ops::cu::attention_form(1, past, dev, p) == "decode lanes", want_lanes) << what;
+            EXPECT_EQ(r.form == "decode lanes", want_lanes) << what;
           }
-          EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
+          EXPECT_LE(max_rel_diff(r.got, r.want), 1e-5) << what;
         }
 }
 
@@ -354,49 +377,30 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
 // With the lanes form forced on (it fits every case's group here) it serves the chunked caches too.
 TEST(CudaRuntimeOps, DecodeAttentionInLargerCaches) {
   SKIP_WITHOUT_GPU();
-  struct Case {
-    int64_t heads, kv_heads, d;
-  };
   LanesModeReset reset_lanes;
   for (const int lanes : {-1, 1})
-    for (const Case c : {Case{16, 4, 128}, Case{64, 8, 128}, Case{7, 1, 64}, Case{4, 2, 20}})  // d 20: per-head form
+    for (const DecodeCase c : {DecodeCase{16, 4, 128}, DecodeCase{64, 8, 128}, DecodeCase{7, 1, 64},
+                               DecodeCase{4, 2, 20}})  // d 20: per-head form
       for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F8E4M3})
         for (const int64_t capacity : {int64_t{1500}, int64_t{80000}})
           for (const auto& [past, window] : {std::pair<int64_t, int64_t>{300, 0}, {1400, 0}, {1400, 600}}) {
             if (capacity == 80000 && c.kv_heads != 4 && c.kv_heads != 8) continue;
             ops::cu::set_attention_lanes(lanes);
-            const int64_t stride = (c.heads + 2 * c.kv_heads) * c.d;
             const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " kv " +
                                      ops::kv_dtype_name(kv) + " capacity " + std::to_string(capacity) + " past " +
                                      std::to_string(past) + " window " + std::to_string(window) + " lanes " +
                                      std::to_string(lanes);
-            ops::KvCache host(1, c.kv_heads, c.d, {kv});
-            ops::cu::DeviceKvCache dev(kGpu, 1, c.kv_heads, c.d, {kv});
-            const ops::AttentionParams p{.heads = c.heads,
-                                         .kv_heads = c.kv_heads,
-                                         .head_dim = c.d,
-                                         .scale = 1.0f / std::sqrt(static_cast<float>(c.d)),
-                                         .sliding_window = window};
-            const int64_t total = past + 1;
-            const std::vector<float> qkv =
-                random_floats(static_cast<size_t>(total * stride), static_cast<uint32_t>(total + capacity), 1.5f);
-            host.reserve(total);
-            dev.reserve(capacity);
-            host.write(0, 0, qkv.data() + c.heads * c.d, qkv.data() + (c.heads + c.kv_heads) * c.d, total, stride);
-            dev.write(0, 0, upload(qkv, {total, stride}), c.heads * c.d, (c.heads + c.kv_heads) * c.d);
-            const std::vector<float> last_row(qkv.end() - stride, qkv.end());
-            std::vector<float> want(static_cast<size_t>(c.heads * c.d));
-            ops::attention(last_row.data(), stride, 1, past, host, 0, p, want.data(), c.heads * c.d);
-            const Tensor got = ops::cu::attention(upload(last_row, {1, stride}), past, dev, 0, p, DType::F32);
-            EXPECT_EQ(dev.capacity(), capacity) << what;
+            const DecodeRun r = run_decode_attention(c, kv, past, window, capacity,
+                                                     static_cast<uint32_t>(past + 1 + capacity), std::nullopt);
+            EXPECT_EQ(r.capacity, capacity) << what;
             const bool per_head = c.d % (kv == ops::KvDType::F32 ? 4 : 8) != 0  // rows are not whole vectors
                                   || !env_switch_on("QLM_ATTENTION_DECODE");
-            EXPECT_EQ(ops::cu::attention_form(1, past, dev, p), per_head            ? "per-head chunked"
-                                                                : lanes == 1        ? "decode lanes"
-                                                                : capacity == 80000 ? "decode paired"
-                                                                                    : "decode")
+            EXPECT_EQ(r.form, per_head            ? "per-head chunked"
+                              : lanes == 1        ? "decode lanes"
+                              : capacity == 80000 ? "decode paired"
+                                                  : "decode")
                 << what;
-            EXPECT_LE(max_rel_diff(download(got), want), 1e-5) << what;
+            EXPECT_LE(max_rel_diff(r.got, r.want), 1e-5) << what;
           }
 }
 
