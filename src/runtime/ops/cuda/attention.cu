@@ -462,14 +462,16 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                      chunks * a.heads > int64_t{0x7fffffff}))
     return cudaErrorInvalidValue;
   const AttentionForm form = attention_form(a);
-  cudaError_t status = cudaSuccess, lanes_status = cudaSuccess;
+  if (form == AttentionForm::DecodeLanes) {  // its own launcher (decode_lanes_attention.cu); the combine below
+    const cudaError_t lanes = launch_decode_lanes(a, chunks, stream);
+    if (lanes != cudaSuccess) return lanes;
+  }
+  cudaError_t status = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     status = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       const unsigned threads = kWarps * 32;
-      if (form == AttentionForm::DecodeLanes) {
-        lanes_status = launch_decode_lanes(a, chunks, stream);
-      } else if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
+      if (form == AttentionForm::Decode || form == AttentionForm::DecodePaired) {
         const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * a.kv_heads);
         const auto launch = [&](auto kernel) { launch_pdl(kernel, grid, kDecodeThreads, 0, stream, a, chunks); };
         const bool paired = form == AttentionForm::DecodePaired;
@@ -481,7 +483,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                  : launch(decode_attention_kernel<KV, OUT, kDecodeSmallGroup, false>);
       } else if (form == AttentionForm::PerHeadChunked) {
         launch_pdl(attention_chunk_kernel<KV>, static_cast<unsigned>(chunks * a.heads), threads, 0, stream, a, chunks);
-      } else {
+      } else if (form == AttentionForm::PerHead) {
         launch_pdl(attention_kernel<KV, OUT>, static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream, a);
       }
       if (chunks > 0)  // either chunk kernel wrote partial states
@@ -489,8 +491,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                    static_cast<size_t>(chunks) * sizeof(float), stream, a, chunks);
     });
   });
-  if (dispatched != cudaSuccess) return dispatched;
-  return lanes_status != cudaSuccess ? lanes_status : status;
+  return dispatched != cudaSuccess ? dispatched : status;
 }
 
 }  // namespace qlm::ops::cu
