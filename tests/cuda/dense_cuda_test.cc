@@ -99,15 +99,15 @@ TEST(DenseGemvRule, RowsAndOverride) {
     ~Reset() { cuda::set_dense_gemv(-1); }
   } reset;
   cuda::set_dense_gemv(1);
-  for (int64_t M = 1; M <= cuda::kDenseGemvMaxRows; ++M) EXPECT_TRUE(cuda::dense_gemv_wanted(M, 2048, 128)) << M;
-  EXPECT_FALSE(cuda::dense_gemv_wanted(cuda::kDenseGemvMaxRows + 1, 2048, 128));
-  EXPECT_FALSE(cuda::dense_gemv_wanted(0, 2048, 128));
+  for (int64_t M = 1; M <= cuda::kDenseGemvMaxRows; ++M) EXPECT_TRUE(cuda::dense_gemv_wanted(M, 128)) << M;
+  EXPECT_FALSE(cuda::dense_gemv_wanted(cuda::kDenseGemvMaxRows + 1, 128));
+  EXPECT_FALSE(cuda::dense_gemv_wanted(0, 128));
   cuda::set_dense_gemv(0);
-  EXPECT_FALSE(cuda::dense_gemv_wanted(1, 2048, 128));
+  EXPECT_FALSE(cuda::dense_gemv_wanted(1, 128));
   cuda::set_dense_gemv(-1);
   if (std::getenv("QLM_DENSE_GEMV") == nullptr) {
-    EXPECT_EQ(cuda::dense_gemv_wanted(1, 2048, 128), cuda::kDenseGemvByDefault);
-    EXPECT_FALSE(cuda::dense_gemv_wanted(1, 4096, cuda::kDenseGemvDefaultMaxN + 1));
+    EXPECT_EQ(cuda::dense_gemv_wanted(1, 128), cuda::kDenseGemvByDefault);
+    EXPECT_FALSE(cuda::dense_gemv_wanted(1, cuda::kDenseGemvDefaultMaxN + 1));
   }
 }
 #endif  // QLM_WITH_CUDA

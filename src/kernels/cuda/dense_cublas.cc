@@ -13,7 +13,6 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/data_type.h"
-#include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/dense_gemv.h"
 #include "kernels/cuda/dense_lt_gemm.h"
@@ -30,7 +29,7 @@ std::atomic<int> g_dense_gemv_override{-1};
 
 void set_dense_gemv(int mode) { g_dense_gemv_override.store(mode); }
 
-bool dense_gemv_wanted(int64_t M, int64_t, int64_t N) {
+bool dense_gemv_wanted(int64_t M, int64_t N) {
   static const int from_env = static_cast<int>(env_int("QLM_DENSE_GEMV", -1));
   const int forced = g_dense_gemv_override.load();
   const int mode = forced >= 0 ? forced : from_env;
@@ -82,7 +81,7 @@ class DenseCublasKernel final : public DenseLinearKernel {
     if (M == 0) return;
     QLM_CHECK(gemm_ != nullptr);
     const float* b = bias ? bias->data<float>() : nullptr;
-    if (cuda::dense_gemv_wanted(M, c_.K_p, c_.N_p)) {
+    if (cuda::dense_gemv_wanted(M, c_.N_p)) {
       cuda::DenseGemvArgs g;
       g.x = x.raw_data();
       g.w = w_.raw_data();

@@ -26,13 +26,13 @@ struct DenseGemvArgs {
 
 cudaError_t launch_dense_gemv(const DenseGemvArgs& args, cudaStream_t stream);
 
-// Whether `cuda_cublas_dense` runs the GEMV for M rows of a K x N layer: QLM_DENSE_GEMV=1 (or
+// Whether `cuda_cublas_dense` runs the GEMV for M rows of a layer of N columns: QLM_DENSE_GEMV=1 (or
 // set_dense_gemv(1)) at M <= kDenseGemvMaxRows, 0 never; by default on layers of at most kDenseGemvDefaultMaxN
 // columns once kDenseGemvByDefault is set (off: written in session 44 without a GPU; scripts/plans/next.plan
 // measures it against cuBLAS).
 inline constexpr bool kDenseGemvByDefault = false;
 inline constexpr int64_t kDenseGemvDefaultMaxN = 1024;
-bool dense_gemv_wanted(int64_t M, int64_t K, int64_t N);
+bool dense_gemv_wanted(int64_t M, int64_t N);
 // Process-wide override for tests (1 wherever M fits, 0 never, -1: QLM_DENSE_GEMV or the default).
 void set_dense_gemv(int mode);
 
