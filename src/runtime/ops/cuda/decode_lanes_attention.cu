@@ -36,9 +36,8 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   using T = typename KvVec<KV>::T;
   using Raw = typename KvVec<KV>::Raw;
   constexpr int E = KvVec<KV>::E;
-  // Vectors per lane at most: a row of kMaxAttentionHeadDim has 256 / E vectors, a warp 32 lanes.
-  constexpr int kVpl =
-      static_cast<int>(kMaxAttentionHeadDim) / E > 32 ? static_cast<int>(kMaxAttentionHeadDim) / E / 32 : 1;
+  // Vectors per lane at most: a row of kMaxAttentionHeadDim has 256 / E vectors over a warp's 32 lanes.
+  constexpr int kVpl = (static_cast<int>(kMaxAttentionHeadDim) / E + 31) / 32;
   const int64_t kvh = blockIdx.x % a.kv_heads, group_part = blockIdx.x / a.kv_heads % splits;
   const int64_t c = blockIdx.x / a.kv_heads / splits;
   const int G = static_cast<int>(a.heads / a.kv_heads) / splits;
