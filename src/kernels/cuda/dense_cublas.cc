@@ -6,10 +6,9 @@
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
-#include <atomic>
 #include <memory>
 
-#include "core/env_switch.h"
+#include "core/mode_switch.h"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/data_type.h"
@@ -24,15 +23,13 @@ namespace qlm {
 
 namespace cuda {
 namespace {
-std::atomic<int> g_dense_gemv_override{-1};
+ModeSwitch g_dense_gemv("QLM_DENSE_GEMV");
 }  // namespace
 
-void set_dense_gemv(int mode) { g_dense_gemv_override.store(mode); }
+void set_dense_gemv(int mode) { g_dense_gemv.force(mode); }
 
 bool dense_gemv_wanted(int64_t M, int64_t N) {
-  static const int from_env = static_cast<int>(env_int("QLM_DENSE_GEMV", -1));
-  const int forced = g_dense_gemv_override.load();
-  const int mode = forced >= 0 ? forced : from_env;
+  const int mode = g_dense_gemv.mode();
   if (mode == 0 || M < 1 || M > kDenseGemvMaxRows) return false;
   return mode == 1 || (kDenseGemvByDefault && N <= kDenseGemvDefaultMaxN);
 }

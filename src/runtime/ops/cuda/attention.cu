@@ -25,9 +25,8 @@
 // warp while the others wait (launch.h: kAttentionLanesWithinOneChunk, QLM_ATTENTION_LANES).
 #include <math.h>
 
-#include <atomic>
-
 #include "core/env_switch.h"
+#include "core/mode_switch.h"
 #include "runtime/ops/cuda/attention_kv.cuh"
 
 namespace qlm::ops::cu {
@@ -406,13 +405,7 @@ bool decode_lanes_fits(const AttentionArgs& a) {
 }
 
 // set_attention_lanes / QLM_ATTENTION_LANES (1 on wherever it fits, 0 off; unset: the rule).
-std::atomic<int> g_lanes_override{-1};
-int lanes_mode() {
-  const int forced = g_lanes_override.load();
-  if (forced >= 0) return forced;
-  static const int from_env = static_cast<int>(env_int("QLM_ATTENTION_LANES", -1));
-  return from_env;
-}
+ModeSwitch g_lanes("QLM_ATTENTION_LANES");
 
 // The chunks of a call: a.chunks for a single token with split slots, else 0 (one block per (token, head)).
 int64_t chunks_of(const AttentionArgs& a) { return a.split_slots > 0 && a.tokens == 1 ? a.chunks : 0; }
@@ -425,7 +418,7 @@ AttentionForm attention_form(const AttentionArgs& a) {
                                                   : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
   if (decode_form_enabled() && (chunks > 0 || within_one_chunk) && decode_kernel_applies(a)) {
     // The lanes form within one chunk: a block's slots are few there and the decode form scores them in one warp.
-    const int lanes = lanes_mode();
+    const int lanes = g_lanes.mode();
     if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || (kAttentionLanesWithinOneChunk && chunks == 0)))
       return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
@@ -445,7 +438,7 @@ const char* attention_form_name(AttentionForm form) {
   return "?";
 }
 
-void set_attention_lanes(int mode) { g_lanes_override.store(mode); }
+void set_attention_lanes(int mode) { g_lanes.force(mode); }
 
 int64_t attention_chunks(int64_t tokens, int64_t slots_bound) {
   if (tokens != 1 || slots_bound <= kAttentionChunkSlots) return 0;
