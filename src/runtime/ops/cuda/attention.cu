@@ -299,18 +299,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kPaired ? 2 : 1)
 #pragma unroll
         for (int u = 0; u < kLoadBatch; ++u) {
           if (v0 + u >= RC) break;
-          float kv[E];
-          kv_raw_to_floats<KV>(kraw[u], kv);
-#pragma unroll
-          for (int g = 0; g < G_MAX; ++g) {
-            if (g >= G) break;
-            const float4* qp = reinterpret_cast<const float4*>(qs + g * d + (v0 + u) * E);
-#pragma unroll
-            for (int k4 = 0; k4 < E / 4; ++k4) {
-              const float4 qq = qp[k4];
-              dot[g] += qq.x * kv[4 * k4] + qq.y * kv[4 * k4 + 1] + qq.z * kv[4 * k4 + 2] + qq.w * kv[4 * k4 + 3];
-            }
-          }
+          add_query_dots<KV>(kraw[u], qs, d, v0 + u, G, dot);
         }
       }
     }

@@ -1,5 +1,6 @@
 // What the attention kernels (attention.cu, decode_lanes_attention.cu) share: the visible slots of a query
-// token, K / V rows read as vectors of their storage type, and the lanes form's launcher.
+// token, K / V rows read as vectors of their storage type, the query-K dot products, one warp's softmax, and the
+// lanes form's launcher.
 #pragma once
 
 #include <math.h>
@@ -47,6 +48,26 @@ __device__ __forceinline__ void kv_raw_to_floats(const typename KvVec<KV>::Raw& 
   const typename KvVec<KV>::T* e = reinterpret_cast<const typename KvVec<KV>::T*>(&raw);
 #pragma unroll
   for (int k = 0; k < KvVec<KV>::E; ++k) v[k] = Elem<KV>::load(e, k);
+}
+
+// dot[g] += query g · the K vector `raw` (vector `vec` of its row) for every g < G, with qs the group's G queries of
+// d features each, head after head (shared memory, 16-byte aligned: d and vec·E are multiples of 4).
+template <ElemType KV, int G_MAX>
+__device__ __forceinline__ void add_query_dots(const typename KvVec<KV>::Raw& raw, const float* qs, int d, int vec,
+                                               int G, float (&dot)[G_MAX]) {
+  constexpr int E = KvVec<KV>::E;
+  float kv[E];
+  kv_raw_to_floats<KV>(raw, kv);
+#pragma unroll
+  for (int g = 0; g < G_MAX; ++g) {
+    if (g >= G) break;
+    const float4* qp = reinterpret_cast<const float4*>(qs + g * d + vec * E);
+#pragma unroll
+    for (int k4 = 0; k4 < E / 4; ++k4) {
+      const float4 qq = qp[k4];
+      dot[g] += qq.x * kv[4 * k4] + qq.y * kv[4 * k4 + 1] + qq.z * kv[4 * k4 + 2] + qq.w * kv[4 * k4 + 3];
+    }
+  }
 }
 
 // One warp's softmax of the scores p[0, n) in place: p[t] = exp(p[t] - m) with m their maximum (every p[t] = 0 when

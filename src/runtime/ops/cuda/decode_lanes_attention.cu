@@ -105,18 +105,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
       for (int v = 0; v < kVpl; ++v) {
         const int vec = lt + v * TL;
         if (s > hi || vec >= RC) continue;
-        float kv[E];
-        kv_raw_to_floats<KV>(kraw[u][v], kv);
-#pragma unroll
-        for (int g = 0; g < G_MAX; ++g) {
-          if (g >= G) break;
-          const float4* qp = reinterpret_cast<const float4*>(qs + g * d + vec * E);
-#pragma unroll
-          for (int k4 = 0; k4 < E / 4; ++k4) {
-            const float4 qq = qp[k4];
-            dot[g] += qq.x * kv[4 * k4] + qq.y * kv[4 * k4 + 1] + qq.z * kv[4 * k4 + 2] + qq.w * kv[4 * k4 + 3];
-          }
-        }
+        add_query_dots<KV>(kraw[u][v], qs, d, vec, G, dot);
       }
       for (int offset = TL / 2; offset > 0; offset /= 2)  // within the team: teams are aligned runs of TL lanes
 #pragma unroll
