@@ -337,7 +337,9 @@ DecodeRun run_decode_attention(const DecodeCase& c, ops::KvDType kv, int64_t pas
 // 128, 256) and one that is not for the 16-bit caches (20: five F32 vectors, 2.5 BF16 ones), with the
 // cache within one chunk (capacity <= 256: the block writes the output) and past it (chunks and the
 // combine kernel), a sliding window, and the first token of a sequence (one visible slot). Within one chunk the
-// lanes form splits groups of 6 and 8 heads over two blocks (decode_lanes_splits).
+// lanes form splits groups of 6 and 8 heads over two blocks (decode_lanes_splits), and a capacity of 101 or 256
+// slots over clusters of 2-8 blocks (decode_lanes_parts: by head size and cache type; past 255 with a window of 40
+// leaves the cluster's first blocks without a visible slot).
 // Each case runs under the rule (kAttentionLanesWithinOneChunk), with the lanes form off and with it on wherever
 // it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
@@ -348,7 +350,8 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
          {DecodeCase{8, 8, 64}, DecodeCase{16, 4, 128}, DecodeCase{7, 1, 128}, DecodeCase{16, 2, 256},
           DecodeCase{16, 1, 64}, DecodeCase{4, 2, 20}, DecodeCase{16, 2, 128}, DecodeCase{12, 2, 64}})
       for (ops::KvDType kv : {ops::KvDType::F32, ops::KvDType::BF16, ops::KvDType::F16})
-        for (const auto& [past, window] : {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {700, 0}, {700, 130}}) {
+        for (const auto& [past, window] :
+             {std::pair<int64_t, int64_t>{0, 0}, {100, 0}, {255, 0}, {255, 40}, {700, 0}, {700, 130}}) {
           ops::cu::set_attention_lanes(lanes);
           const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " d " +
                                    std::to_string(c.d) + " kv " + ops::kv_dtype_name(kv) + " past " +
@@ -459,6 +462,43 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   int32_t past_slot = 0;
   graph_step.past_dev = &past_slot;
   EXPECT_EQ(ops::cu::attention_form(graph_step), ops::cu::AttentionForm::PerHead);
+}
+
+// The lanes form's blocks per chunk (host-only): enough that none streams more than 4 block steps of 8 warps.
+TEST(AttentionFormRule, LanesPartsBySlotsABlockMaySee) {
+  if (std::getenv("QLM_ATTENTION_LANES_PARTS") != nullptr) GTEST_SKIP() << "QLM_ATTENTION_LANES_PARTS overrides the rule";
+  using ops::cu::ElemType;
+  const auto parts = [](int64_t d, ElemType kv, int64_t slots_bound, int64_t chunks) {
+    ops::cu::AttentionArgs a;
+    a.tokens = 1;
+    a.heads = 32;
+    a.kv_heads = 8;
+    a.head_dim = d;
+    a.kv_type = kv;
+    a.past = slots_bound - 1;
+    a.slots_bound = slots_bound;
+    return ops::cu::decode_lanes_parts(a, chunks);
+  };
+  // BF16, d 128: 16 vectors a row, 16 lanes a slot, 16 slots a block step, 64 slots a block.
+  EXPECT_EQ(parts(128, ElemType::BF16, 17, 0), 1);
+  EXPECT_EQ(parts(128, ElemType::BF16, 64, 0), 1);
+  EXPECT_EQ(parts(128, ElemType::BF16, 65, 0), 2);
+  EXPECT_EQ(parts(128, ElemType::BF16, 144, 0), 3);
+  EXPECT_EQ(parts(128, ElemType::BF16, 256, 0), 4);
+  EXPECT_EQ(parts(128, ElemType::BF16, 4097, 17), 4);  // a chunk of 256 slots whatever the capacity
+  // BF16, d 64: 8 lanes a slot, 32 slots a step, 128 a block; F32, d 128: 32 lanes, 8 slots a step, 32 a block.
+  EXPECT_EQ(parts(64, ElemType::BF16, 256, 0), 2);
+  EXPECT_EQ(parts(128, ElemType::F32, 101, 0), 4);
+  EXPECT_EQ(parts(128, ElemType::F32, 256, 0), ops::cu::kLanesMaxParts);
+  // Without a bound, past + 1 slots (past on the host).
+  ops::cu::AttentionArgs host_past;
+  host_past.tokens = 1;
+  host_past.heads = 32;
+  host_past.kv_heads = 8;
+  host_past.head_dim = 128;
+  host_past.kv_type = ElemType::BF16;
+  host_past.past = 99;
+  EXPECT_EQ(ops::cu::decode_lanes_parts(host_past, 0), 2);
 }
 
 TEST(CudaRuntimeOps, AttentionOutputInActDtype) {

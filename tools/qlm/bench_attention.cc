@@ -12,7 +12,8 @@
 //   floor_us    bytes it must read (K and V of C + 1 slots, the query) and write / device-to-device
 //               copy bandwidth (read + write bytes per second, measured here on 1 GiB);
 //   chunks      the flash-decoding chunks the capacity gives (0: one block per kv head, no combine);
-//   form        the kernels that ran (per-head, per-head chunked, decode, decode paired: launch.h).
+//   form        the kernels that ran (per-head, per-head chunked, decode, decode paired, decode lanes: launch.h);
+//   lanes_parts the lanes form's blocks per chunk (one cluster; 0: another form).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -129,6 +130,7 @@ void bench_attention(BenchAttentionOptions o) {
     cache.reserve(static_cast<int64_t>(std::ceil(o.capacity_factor * static_cast<double>(slots))));
     fill_cache(cache, slots);
     const std::string form = ops::cu::attention_form(1, context, cache, params);
+    const int lanes_parts = ops::cu::attention_lanes_parts(1, context, cache, params);
     const auto step = [&] {
       for (int64_t l = 0; l < cache.layers(); ++l) (void)ops::cu::attention(q, context, cache, l, params, DType::BF16);
     };
@@ -151,6 +153,7 @@ void bench_attention(BenchAttentionOptions o) {
       j["capacity"] = cache.capacity();
       j["chunks"] = chunks;
       j["form"] = form;
+      j["lanes_parts"] = lanes_parts;
       j["layers"] = cache.layers();
       j["iters"] = o.iters;
       j["us"] = t;

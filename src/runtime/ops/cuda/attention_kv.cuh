@@ -95,6 +95,13 @@ __device__ __forceinline__ void warp_softmax_in_place(float* p, int n, float* m_
 // warps' sums of every one of them).
 inline constexpr int kLanesMaxGroup = 8;
 inline constexpr int kLanesMaxGroupDims = 1024;
+// Lanes of the lanes form per slot for rows of `row_vectors` vectors: the least power of two covering them, at most a
+// warp (whose lanes then take several vectors each).
+__host__ __device__ constexpr int lanes_per_slot(int row_vectors) {
+  int lanes = 1;
+  while (lanes < row_vectors && lanes < 32) lanes *= 2;
+  return lanes;
+}
 // One query token, one block per (kv head, part of its group, chunk); chunks == 0: the block is the only chunk and
 // writes the output, else its partial state for attention_combine_kernel. The caller checked the shape
 // (attention_form).

@@ -11,9 +11,15 @@
 //   (2) softmax over the chunk's visible slots, one warp per query head;
 //   (3) p · v per lane over its steps' slots, summed over the teams of a warp by shuffles, then over the
 //       eight warps in a fixed order by one thread per output feature (the same result on every run).
+// A chunk's slots may be shared by `parts` blocks, one thread-block cluster (decode_lanes_parts, sm_90): block sp
+// takes the sp-th run of whole block steps through phases 0-3 with its own softmax state, and the cluster combines
+// the parts through distributed shared memory (combine_cluster_parts) instead of a second kernel.
 // Shared memory holds the eight warps' sums of every feature of the group, so the group's queries may
 // hold at most kLanesMaxGroupDims features (attention_form checks it).
+#include <cooperative_groups.h>
 #include <math.h>
+
+#include <atomic>
 
 #include "core/env_switch.h"
 #include "runtime/ops/cuda/attention_kv.cuh"
@@ -28,9 +34,61 @@ constexpr int C = static_cast<int>(kAttentionChunkSlots);
 static_assert(kLanesMaxGroup <= kLanesWarps, "phase 2 takes one warp per query head");
 static_assert(kLanesMaxGroupDims % kLanesThreads == 0);
 
-// Block (kv head kvh, part p of `splits`, chunk c): query heads kvh·group + p·G .. + G - 1 with G = group / splits.
+// The blocks of a cluster (parts > 1, sm_90) combined. Each block sums its warps' p · v into part[0] (its softmax
+// state is in head_m / head_l); after the cluster's barrier block r finalizes features r·kLanesThreads + tid, stepping
+// by parts·kLanesThreads, from every block's shared memory in rank order (the same result on every run): with m the
+// largest m_r and w_r = exp(m_r - m) (0 for a part without slots), o = Σ w_r o_r and l = Σ w_r l_r. The second
+// barrier keeps each block's shared memory in place until the others have read it.
+template <ElemType OUT>
+__device__ void combine_cluster_parts(const AttentionArgs& a, int64_t chunks, int64_t c, int64_t h0, int GD,
+                                      float v_scale, float (*part)[kLanesMaxGroupDims], float* head_m, float* head_l) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int tid = threadIdx.x;
+  for (int idx = tid; idx < GD; idx += kLanesThreads) {
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kLanesWarps; ++w) o += part[w][idx];
+    part[0][idx] = o;  // entry idx is this thread's alone here
+  }
+  cluster.sync();
+  const int parts = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int d = static_cast<int>(a.head_dim);
+  for (int idx = rank * kLanesThreads + tid; idx < GD; idx += parts * kLanesThreads) {
+    const int g = idx / d, i = idx - g * d;
+    float m = -INFINITY;
+    for (int r = 0; r < parts; ++r) m = fmaxf(m, *cluster.map_shared_rank(head_m + g, r));
+    float o = 0.0f, l = 0.0f;
+    for (int r = 0; r < parts; ++r) {
+      const float mr = *cluster.map_shared_rank(head_m + g, r);
+      if (mr == -INFINITY) continue;  // a part without visible slots
+      const float w = expf(mr - m);
+      o += w * *cluster.map_shared_rank(&part[0][idx], r);
+      l += w * *cluster.map_shared_rank(head_l + g, r);
+    }
+    const int64_t h = h0 + g;
+    if (chunks == 0) {
+      store_elem<OUT>(a.out, h * a.head_dim + i, o * (v_scale / l));  // l > 0: the query's own slot
+    } else {
+      float* out = a.partial + (h * chunks + c) * (2 + a.head_dim);
+      out[2 + i] = l > 0.0f ? o : 0.0f;
+      if (i == 0) {
+        out[0] = m;
+        out[1] = l;
+      }
+    }
+  }
+  cluster.sync();
+#endif
+}
+
+// Block (slot part sp of `parts`, kv head kvh, group part p of `splits`, chunk c): query heads kvh·group + p·G ..
+// + G - 1 with G = group / splits, over the sp-th of `parts` runs of whole block steps of the chunk's visible slots.
+// parts > 1: the parts of a (kv head, group part, chunk) are one thread-block cluster (sm_90), which combines them.
 template <ElemType KV, ElemType OUT, int G_MAX>
-__global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionArgs a, int64_t chunks, int splits) {
+__global__ void __launch_bounds__(kLanesThreads)
+    decode_lanes_kernel(AttentionArgs a, int64_t chunks, int splits, int parts) {
   pdl_enter();
   static_assert(G_MAX >= 1 && G_MAX <= kLanesMaxGroup);
   using T = typename KvVec<KV>::T;
@@ -38,15 +96,15 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   constexpr int E = KvVec<KV>::E;
   // Vectors per lane at most: a row of kMaxAttentionHeadDim has 256 / E vectors over a warp's 32 lanes.
   constexpr int kVpl = (static_cast<int>(kMaxAttentionHeadDim) / E + 31) / 32;
-  const int64_t kvh = blockIdx.x % a.kv_heads, group_part = blockIdx.x / a.kv_heads % splits;
-  const int64_t c = blockIdx.x / a.kv_heads / splits;
+  const int sp = static_cast<int>(blockIdx.x % parts);
+  const int64_t b = blockIdx.x / parts;
+  const int64_t kvh = b % a.kv_heads, group_part = b / a.kv_heads % splits, c = b / a.kv_heads / splits;
   const int G = static_cast<int>(a.heads / a.kv_heads) / splits;
   const int64_t h0 = kvh * G * splits + group_part * G;  // the block's first query head
   const int d = static_cast<int>(a.head_dim), RC = d / E, GD = G * d;
   const int64_t row = a.kv_heads * a.head_dim;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  int TL = 1;  // lanes per slot: a power of two >= RC, at most a warp (then kVpl vectors a lane)
-  while (TL < RC && TL < 32) TL *= 2;
+  const int TL = lanes_per_slot(RC);  // at most a warp: then kVpl vectors a lane
   const int SPW = 32 / TL, team = lane / TL, lt = lane % TL;
   const int SB = kLanesWarps * SPW;  // slots per block step
 
@@ -66,9 +124,15 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   int64_t first, last;
   visible_slots(a, past, 0, &first, &last);
   const int64_t c0 = c * C;
-  const int64_t lo = first > c0 ? first : c0, hi = last < c0 + C - 1 ? last : c0 + C - 1;
-  if (lo > hi) return;  // no visible slot (never with chunks == 0): the combine reads only chunks that hold one
-  const int steps = static_cast<int>((hi - lo + 1 + SB - 1) / SB);
+  const int64_t chunk_lo = first > c0 ? first : c0, chunk_hi = last < c0 + C - 1 ? last : c0 + C - 1;
+  // No visible slot in the chunk (never with chunks == 0; the same for every block of a cluster): the combine reads
+  // only chunks that hold one.
+  if (chunk_lo > chunk_hi) return;
+  // This part's slots [lo, hi]: the sp-th run of part_steps whole block steps (empty when hi < lo).
+  const int64_t chunk_steps = (chunk_hi - chunk_lo + SB) / SB, part_steps = (chunk_steps + parts - 1) / parts;
+  const int64_t lo = chunk_lo + sp * part_steps * SB;
+  const int64_t hi = lo + part_steps * SB - 1 < chunk_hi ? lo + part_steps * SB - 1 : chunk_hi;
+  const int steps = hi >= lo ? static_cast<int>((hi - lo + SB) / SB) : 0;
   const auto slot_of = [&](int step) { return lo + int64_t{step} * SB + warp * SPW + team; };
 
   // This lane's vectors of the K (or V) rows of steps i0 .. i0 + kLanesBatch - 1; slots past hi are not read.
@@ -120,7 +184,7 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   __syncthreads();
 
   // (2) Softmax over the visible slots: warp g takes head g.
-  const int n = static_cast<int>(hi - lo + 1);
+  const int n = hi >= lo ? static_cast<int>(hi - lo + 1) : 0;
   if (warp < G) warp_softmax_in_place(ps[warp], n, &head_m[warp], &head_l[warp]);
   __syncthreads();
 
@@ -179,6 +243,10 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   }
   __syncthreads();
 
+  if (parts > 1) {
+    combine_cluster_parts<OUT>(a, chunks, c, h0, GD, v_scale, part, head_m, head_l);
+    return;
+  }
   // Feature i of head g: the warps' sums in order.
   for (int idx = tid; idx < GD; idx += kLanesThreads) {
     float o = 0.0f;
@@ -200,6 +268,20 @@ __global__ void __launch_bounds__(kLanesThreads) decode_lanes_kernel(AttentionAr
   }
 }
 
+// Whether the current device launches thread-block clusters (sm_90 on), per device, asked once.
+bool clusters_launch() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  static std::atomic<int> known[64];  // 0 unknown, 1 no, 2 yes
+  int k = known[dev].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int on = 0;
+    k = cudaDeviceGetAttribute(&on, cudaDevAttrClusterLaunch, dev) == cudaSuccess && on != 0 ? 2 : 1;
+    known[dev].store(k, std::memory_order_relaxed);
+  }
+  return k == 2;
+}
+
 }  // namespace
 
 int decode_lanes_splits(const AttentionArgs& a, int64_t chunks) {
@@ -209,21 +291,35 @@ int decode_lanes_splits(const AttentionArgs& a, int64_t chunks) {
   return want == 2 && group % 2 == 0 ? 2 : 1;
 }
 
+int decode_lanes_parts(const AttentionArgs& a, int64_t chunks) {
+  static const int64_t forced = env_int("QLM_ATTENTION_LANES_PARTS", 0);
+  if (forced > 0) return static_cast<int>(forced < kLanesMaxParts ? forced : kLanesMaxParts);
+  // The slots one chunk's blocks may see: the whole chunk past one, else the capacity (or past + 1 without it).
+  const int64_t bound = chunks > 0 ? kAttentionChunkSlots : a.slots_bound > 0 ? a.slots_bound : a.past + 1;
+  const int64_t block_step = kLanesWarps * (32 / lanes_per_slot(static_cast<int>(a.head_dim) /
+                                                                 kv_vector_elems(a.kv_type)));
+  const int64_t steps = (bound + block_step - 1) / block_step;
+  const int64_t parts = (steps + kLanesBatch - 1) / kLanesBatch;
+  return static_cast<int>(parts < 1 ? 1 : parts > kLanesMaxParts ? kLanesMaxParts : parts);
+}
+
 cudaError_t launch_decode_lanes(const AttentionArgs& a, int64_t chunks, cudaStream_t stream) {
   const int splits = decode_lanes_splits(a, chunks);
-  const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * splits * a.kv_heads);
+  const int parts = clusters_launch() ? decode_lanes_parts(a, chunks) : 1;
+  const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * splits * a.kv_heads * parts);
   const bool small_group = a.heads / a.kv_heads / splits <= 4;
-  cudaError_t status = cudaSuccess;
+  const bool pdl = qlm::cuda::pdl_launches();
+  cudaError_t launched = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
-    status = dispatch(a.out_type, [&](auto out_tag) {
+    const cudaError_t out_type_known = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
-      if (small_group)
-        launch_pdl(decode_lanes_kernel<KV, OUT, 4>, grid, kLanesThreads, 0, stream, a, chunks, splits);
-      else
-        launch_pdl(decode_lanes_kernel<KV, OUT, kLanesMaxGroup>, grid, kLanesThreads, 0, stream, a, chunks, splits);
+      const auto kernel = small_group ? decode_lanes_kernel<KV, OUT, 4> : decode_lanes_kernel<KV, OUT, kLanesMaxGroup>;
+      launched = qlm::cuda::launch_pdl_cluster_if(pdl, static_cast<unsigned>(parts), kernel, grid, kLanesThreads, 0,
+                                                  stream, a, chunks, splits, parts);
     });
+    if (out_type_known != cudaSuccess) launched = out_type_known;
   });
-  return dispatched != cudaSuccess ? dispatched : status;
+  return dispatched != cudaSuccess ? dispatched : launched;
 }
 
 }  // namespace qlm::ops::cu

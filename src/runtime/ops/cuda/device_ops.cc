@@ -258,5 +258,10 @@ std::string attention_form(int64_t tokens, int64_t past, const DeviceKvCache& ca
   return attention_form_name(attention_form(attention_shape_args(tokens, past, cache, p)));
 }
 
+int attention_lanes_parts(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& p) {
+  const AttentionArgs a = attention_shape_args(tokens, past, cache, p);
+  return attention_form(a) == AttentionForm::DecodeLanes ? decode_lanes_parts(a, a.chunks) : 0;
+}
+
 }  // namespace qlm::ops::cu
 #endif

@@ -83,5 +83,8 @@ Tensor attention(const Tensor& qkv, int64_t past, const DeviceKvCache& cache, in
 // The kernels attention() runs for `tokens` queries after `past` slots of `cache` (launch.h's AttentionForm by
 // name: "per-head", "per-head chunked", "decode", "decode paired"), for benchmarks and tests.
 std::string attention_form(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& params);
+// Where that form is the lanes form, its blocks per chunk (decode_lanes_parts, launch.h: the rule; the launcher runs
+// 1 on GPUs without thread-block clusters); else 0.
+int attention_lanes_parts(int64_t tokens, int64_t past, const DeviceKvCache& cache, const AttentionParams& params);
 
 }  // namespace qlm::ops::cu

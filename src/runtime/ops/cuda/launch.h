@@ -142,12 +142,23 @@ int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3, DecodeLanes = 4 };
 AttentionForm attention_form(const AttentionArgs& a);
 const char* attention_form_name(AttentionForm form);
-// Whether the rule runs the lanes form for caches within one chunk. Off until it has run on a GPU: written in
-// session 44, whose device starts were refused; scripts/plans/next.plan checks and measures it.
-inline constexpr bool kAttentionLanesWithinOneChunk = false;
+// Whether the rule runs the lanes form for caches within one chunk. Session 45 (H100, 16-token prompt, 128 new
+// tokens, one block per kv head and group part): decode 8B 413.8 / 414.0 tokens/s against 406.1 with the decode
+// form, 70B:8 578.7 / 550.2, Qwen3-30B-A3B:8 1689.9 / 1518.1; alone it wins up to ~100 visible slots on groups of 4 and
+// ties at 255 on groups of 8, hence the clusters of decode_lanes_parts for larger capacities
+// (docs/perf-data/attention_lanes_h100_s45.jsonl, decode_lanes_h100_s45.jsonl).
+inline constexpr bool kAttentionLanesWithinOneChunk = true;
 // Process-wide override of the lanes form (1: wherever its shape fits, chunked caches included; 0: never; -1:
 // QLM_ATTENTION_LANES, else the rule above). For tests and measurements; attention_form reads it on every call.
 void set_attention_lanes(int mode);
+// The lanes form's blocks (one thread-block cluster, sm_90) that share a chunk's visible slots, each taking a run of
+// whole block steps (8 warps x the slots of a warp) and the cluster combining their softmax states: enough that no
+// block streams more than one batch of steps (4: each lane's loads of a batch in flight together, one round trip to
+// memory for K and one for V), at most kLanesMaxParts. From the slots a block may see — the chunk past one chunk,
+// else the cache's capacity — so the choice is made when a decode step is captured. QLM_ATTENTION_LANES_PARTS=n
+// forces n (1: no clusters). Without cluster launches (before sm_90) the launcher runs one block.
+inline constexpr int kLanesMaxParts = 8;
+int decode_lanes_parts(const AttentionArgs& a, int64_t chunks);
 
 // Causal GQA attention, F32 math with an online softmax; one block per (query token, head) for prefill,
 // one block per (kv head, chunk) serving the kv head's query heads for a single decode token
