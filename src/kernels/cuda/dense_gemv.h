@@ -28,8 +28,9 @@ cudaError_t launch_dense_gemv(const DenseGemvArgs& args, cudaStream_t stream);
 
 // Whether `cuda_cublas_dense` runs the GEMV for M rows of a layer of N columns: QLM_DENSE_GEMV=1 (or
 // set_dense_gemv(1)) at M <= kDenseGemvMaxRows, 0 never; by default on layers of at most kDenseGemvDefaultMaxN
-// columns once kDenseGemvByDefault is set (off: written in session 44 without a GPU; scripts/plans/next.plan
-// measures it against cuBLAS).
+// columns where kDenseGemvByDefault is set. Off: on the H100 (session 45, docs/perf-data/dense_gemv_h100_s45.jsonl)
+// it beat cuBLAS only on a 2048 x 128 router at one row (3.5 against 4.9 µs) and lost on 4096 x 8 (7.2 / 5.2) and
+// every larger layer, the more so with more rows.
 inline constexpr bool kDenseGemvByDefault = false;
 inline constexpr int64_t kDenseGemvDefaultMaxN = 1024;
 bool dense_gemv_wanted(int64_t M, int64_t N);
