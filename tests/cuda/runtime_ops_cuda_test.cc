@@ -365,7 +365,9 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
           const bool lanes_fit = c.heads / c.kv_heads <= 8 && c.heads / c.kv_heads * c.d <= 1024 &&
                                  c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
           if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
-            const bool want_lanes = lanes == 1 || (lanes == -1 && !chunked && ops::cu::kAttentionLanesWithinOneChunk);
+            const bool want_lanes = lanes == 1 || (lanes == -1 && ops::cu::kAttentionLanesWithinOneChunk &&
+                                                   ops::cu::attention_chunks(1, r.capacity) <=
+                                                       ops::cu::kAttentionLanesMaxChunks);
             EXPECT_EQ(r.form == "decode lanes", want_lanes) << what;
           }
           EXPECT_LE(max_rel_diff(r.got, r.want), 1e-5) << what;
@@ -432,7 +434,15 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), one_chunk);             // one chunk
   EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), one_chunk);             // 8 x 128 features
   EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");              // 8 x 256 > 1024
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), "decode");              // chunked: 2 x 8 blocks
+  const std::string few_chunks =
+      ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 2 ? "decode lanes" : "decode";
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), few_chunks);            // chunked: 2 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1024, 132),                        // 4 chunks
+            ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 4 ? "decode lanes"
+                                                                                             : "decode");
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1025, 132),                        // 5 chunks
+            ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 5 ? "decode lanes"
+                                                                                             : "decode");
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");             // 17 x 8 = 136 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");  // 272 > 264 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");         // 264: not more than twice

@@ -406,9 +406,11 @@ AttentionForm attention_form(const AttentionArgs& a) {
   const bool within_one_chunk = a.slots_bound > 0 ? a.slots_bound <= kAttentionChunkSlots
                                                   : a.past_dev == nullptr && a.past + 1 <= kAttentionChunkSlots;
   if (decode_form_enabled() && (chunks > 0 || within_one_chunk) && decode_kernel_applies(a)) {
-    // The lanes form within one chunk: a block's slots are few there and the decode form scores them in one warp.
+    // The lanes form within one chunk (a block's slots are few there and the decode form scores them in one warp) and
+    // over a few chunks (its clusters share each chunk's slots).
     const int lanes = g_lanes.mode();
-    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || (kAttentionLanesWithinOneChunk && chunks == 0)))
+    const bool lanes_rule = kAttentionLanesWithinOneChunk && chunks <= kAttentionLanesMaxChunks;
+    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || lanes_rule))
       return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
     return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
