@@ -365,9 +365,9 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
           const bool lanes_fit = c.heads / c.kv_heads <= 8 && c.heads / c.kv_heads * c.d <= 1024 &&
                                  c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
           if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
-            const bool want_lanes = lanes == 1 || (lanes == -1 && ops::cu::kAttentionLanesWithinOneChunk &&
-                                                   ops::cu::attention_chunks(1, r.capacity) <=
-                                                       ops::cu::kAttentionLanesMaxChunks);
+            const bool want_lanes =
+                lanes == 1 || (lanes == -1 && ops::cu::kAttentionLanesWithinOneChunk &&
+                               ops::cu::attention_chunks(1, r.capacity) <= ops::cu::kAttentionLanesMaxChunks);
             EXPECT_EQ(r.form == "decode lanes", want_lanes) << what;
           }
           EXPECT_LE(max_rel_diff(r.got, r.want), 1e-5) << what;
@@ -430,19 +430,17 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   };
   using ops::cu::ElemType;
   EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");  // prefill
-  const std::string one_chunk = ops::cu::kAttentionLanesWithinOneChunk ? "decode lanes" : "decode";
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), one_chunk);             // one chunk
-  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), one_chunk);             // 8 x 128 features
-  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");              // 8 x 256 > 1024
-  const std::string few_chunks =
-      ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 2 ? "decode lanes" : "decode";
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), few_chunks);            // chunked: 2 chunks
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1024, 132),                        // 4 chunks
-            ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 4 ? "decode lanes"
-                                                                                             : "decode");
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1025, 132),                        // 5 chunks
-            ops::cu::kAttentionLanesWithinOneChunk && ops::cu::kAttentionLanesMaxChunks >= 5 ? "decode lanes"
-                                                                                             : "decode");
+  // The lanes form where the rule has it (within one chunk and up to kAttentionLanesMaxChunks), else the decode form.
+  const auto decode_at = [](int64_t chunks) -> std::string {
+    const bool lanes = ops::cu::kAttentionLanesWithinOneChunk && chunks <= ops::cu::kAttentionLanesMaxChunks;
+    return lanes ? "decode lanes" : "decode";
+  };
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), decode_at(0));   // one chunk
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), decode_at(0));   // 8 x 128 features
+  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");       // 8 x 256 > 1024
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), decode_at(2));   // chunked: 2 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1024, 132), decode_at(4));  // 4 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1025, 132), decode_at(5));  // 5 chunks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");             // 17 x 8 = 136 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");  // 272 > 264 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");         // 264: not more than twice
@@ -476,7 +474,8 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
 
 // The lanes form's blocks per chunk (host-only): enough that none streams more than 4 block steps of 8 warps.
 TEST(AttentionFormRule, LanesPartsBySlotsABlockMaySee) {
-  if (std::getenv("QLM_ATTENTION_LANES_PARTS") != nullptr) GTEST_SKIP() << "QLM_ATTENTION_LANES_PARTS overrides the rule";
+  if (std::getenv("QLM_ATTENTION_LANES_PARTS") != nullptr)
+    GTEST_SKIP() << "QLM_ATTENTION_LANES_PARTS overrides the rule";
   using ops::cu::ElemType;
   const auto parts = [](int64_t d, ElemType kv, int64_t slots_bound, int64_t chunks) {
     ops::cu::AttentionArgs a;

@@ -410,8 +410,7 @@ AttentionForm attention_form(const AttentionArgs& a) {
     // over a few chunks (its clusters share each chunk's slots).
     const int lanes = g_lanes.mode();
     const bool lanes_rule = kAttentionLanesWithinOneChunk && chunks <= kAttentionLanesMaxChunks;
-    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || lanes_rule))
-      return AttentionForm::DecodeLanes;
+    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || lanes_rule)) return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
     return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
   }

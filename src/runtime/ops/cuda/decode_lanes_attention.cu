@@ -296,8 +296,8 @@ int decode_lanes_parts(const AttentionArgs& a, int64_t chunks) {
   if (forced > 0) return static_cast<int>(forced < kLanesMaxParts ? forced : kLanesMaxParts);
   // The slots one chunk's blocks may see: the whole chunk past one, else the capacity (or past + 1 without it).
   const int64_t bound = chunks > 0 ? kAttentionChunkSlots : a.slots_bound > 0 ? a.slots_bound : a.past + 1;
-  const int64_t block_step = kLanesWarps * (32 / lanes_per_slot(static_cast<int>(a.head_dim) /
-                                                                 kv_vector_elems(a.kv_type)));
+  const int64_t block_step =
+      kLanesWarps * (32 / lanes_per_slot(static_cast<int>(a.head_dim) / kv_vector_elems(a.kv_type)));
   const int64_t steps = (bound + block_step - 1) / block_step;
   const int64_t parts = (steps + kLanesBatch - 1) / kLanesBatch;
   return static_cast<int>(parts < 1 ? 1 : parts > kLanesMaxParts ? kLanesMaxParts : parts);
