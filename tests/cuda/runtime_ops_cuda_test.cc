@@ -435,12 +435,12 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
     const bool lanes = ops::cu::kAttentionLanesWithinOneChunk && chunks <= ops::cu::kAttentionLanesMaxChunks;
     return lanes ? "decode lanes" : "decode";
   };
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), decode_at(0));   // one chunk
-  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), decode_at(0));   // 8 x 128 features
-  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");       // 8 x 256 > 1024
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), decode_at(2));   // chunked: 2 chunks
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1024, 132), decode_at(4));  // 4 chunks
-  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1025, 132), decode_at(5));  // 5 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), decode_at(0));          // one chunk
+  EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), decode_at(0));          // 8 x 128 features
+  EXPECT_EQ(form(1, 64, 8, 256, ElemType::BF16, 100, 132), "decode");              // 8 x 256 > 1024
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 257, 132), decode_at(2));          // chunked: 2 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1024, 132), decode_at(4));         // 4 chunks
+  EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 1025, 132), decode_at(5));         // 5 chunks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 4097, 132), "decode");             // 17 x 8 = 136 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 34 * 256, 132), "decode paired");  // 272 > 264 blocks
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 33 * 256, 132), "decode");         // 264: not more than twice
