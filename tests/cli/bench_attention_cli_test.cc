@@ -40,11 +40,9 @@ TEST(BenchAttentionCli, ArgumentErrors) {
 }
 
 #ifdef QLM_WITH_CUDA
-constexpr bool kLanesWithinOneChunk = qlm::ops::cu::kAttentionLanesWithinOneChunk;
-constexpr int64_t kLanesMaxChunks = qlm::ops::cu::kAttentionLanesMaxChunks;
+constexpr bool lanes_by_rule(int64_t chunks) { return qlm::ops::cu::attention_lanes_by_rule(chunks); }
 #else
-constexpr bool kLanesWithinOneChunk = false;  // no CUDA backend: the test below skips
-constexpr int64_t kLanesMaxChunks = 0;
+constexpr bool lanes_by_rule(int64_t) { return false; }  // no CUDA backend: the test below skips
 #endif
 
 TEST(CudaBenchAttentionCli, JsonLinePerContext) {
@@ -62,14 +60,14 @@ TEST(CudaBenchAttentionCli, JsonLinePerContext) {
     EXPECT_EQ(j["capacity"], std::max<int64_t>(16, 2 * (context + 1)));  // the cache's first size is 16 at least
     EXPECT_EQ(j["chunks"], i == 0 ? 0 : 3);                              // 602 slots: 3 chunks of 256
     EXPECT_EQ(j["layers"], 3);
-    // Group of 4, head size 64: the decode kernel (its lanes form where the rule has it: within one chunk and up to
-    // kAttentionLanesMaxChunks), one block per SM at most (per-head with the decode forms off).
+    // Group of 4, head size 64: the decode kernel (its lanes form where the rule has it: attention_lanes_by_rule), one
+    // block per SM at most (per-head with the decode forms off).
     const bool decode = env_switch_on("QLM_ATTENTION_DECODE"),
                lanes_set = std::getenv("QLM_ATTENTION_LANES") != nullptr;
     if (!decode) {
       EXPECT_EQ(j["form"], i == 0 ? "per-head" : "per-head chunked");
     } else if (!lanes_set) {
-      const bool lanes = kLanesWithinOneChunk && (i == 0 || kLanesMaxChunks >= 3);
+      const bool lanes = lanes_by_rule(i == 0 ? 0 : 3);
       EXPECT_EQ(j["form"], lanes ? "decode lanes" : "decode");
     }
     EXPECT_GT(j["us"].get<double>(), 0);

@@ -340,7 +340,7 @@ DecodeRun run_decode_attention(const DecodeCase& c, ops::KvDType kv, int64_t pas
 // lanes form splits groups of 6 and 8 heads over two blocks (decode_lanes_splits), and a capacity of 101 or 256
 // slots over clusters of 2-8 blocks (decode_lanes_parts: by head size and cache type; past 255 with a window of 40
 // leaves the cluster's first blocks without a visible slot).
-// Each case runs under the rule (kAttentionLanesWithinOneChunk), with the lanes form off and with it on wherever
+// Each case runs under the rule (attention_lanes_by_rule), with the lanes form off and with it on wherever
 // it fits (chunked caches included).
 TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
   SKIP_WITHOUT_GPU();
@@ -366,8 +366,8 @@ TEST(CudaRuntimeOps, DecodeAttentionGroupsAndHeadSizes) {
                                  c.d % (kv == ops::KvDType::F32 ? 4 : 8) == 0 && env_switch_on("QLM_ATTENTION_DECODE");
           if (lanes_fit && (lanes >= 0 || std::getenv("QLM_ATTENTION_LANES") == nullptr)) {
             const bool want_lanes =
-                lanes == 1 || (lanes == -1 && ops::cu::kAttentionLanesWithinOneChunk &&
-                               ops::cu::attention_chunks(1, r.capacity) <= ops::cu::kAttentionLanesMaxChunks);
+                lanes == 1 ||
+                (lanes == -1 && ops::cu::attention_lanes_by_rule(ops::cu::attention_chunks(1, r.capacity)));
             EXPECT_EQ(r.form == "decode lanes", want_lanes) << what;
           }
           EXPECT_LE(max_rel_diff(r.got, r.want), 1e-5) << what;
@@ -430,10 +430,9 @@ TEST(AttentionFormRule, FormsByShapeCapacityAndMultiprocessors) {
   };
   using ops::cu::ElemType;
   EXPECT_EQ(form(5, 32, 8, 128, ElemType::BF16, 100, 132), "per-head");  // prefill
-  // The lanes form where the rule has it (within one chunk and up to kAttentionLanesMaxChunks), else the decode form.
+  // The lanes form where the rule has it (attention_lanes_by_rule), else the decode form.
   const auto decode_at = [](int64_t chunks) -> std::string {
-    const bool lanes = ops::cu::kAttentionLanesWithinOneChunk && chunks <= ops::cu::kAttentionLanesMaxChunks;
-    return lanes ? "decode lanes" : "decode";
+    return ops::cu::attention_lanes_by_rule(chunks) ? "decode lanes" : "decode";
   };
   EXPECT_EQ(form(1, 32, 8, 128, ElemType::BF16, 100, 132), decode_at(0));          // one chunk
   EXPECT_EQ(form(1, 64, 8, 128, ElemType::BF16, 256, 132), decode_at(0));          // 8 x 128 features

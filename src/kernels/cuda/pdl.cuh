@@ -13,10 +13,10 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <utility>
 
 #include "core/env_switch.h"
+#include "kernels/cuda/device_attribute.h"
 
 namespace qlm::cuda {
 
@@ -51,17 +51,7 @@ inline cudaLaunchAttribute pdl_attribute() {
 // kernel in plain stream order, for comparison and diagnosis).
 inline bool pdl_launches() {
   static const bool enabled = env_switch_on("QLM_PDL");
-  if (!enabled) return false;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  static std::atomic<int> known[64];  // per device: 0 unknown, 1 no, 2 yes (zero-initialised: static storage)
-  int k = known[dev].load(std::memory_order_relaxed);
-  if (k == 0) {
-    int major = 0;
-    k = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 ? 2 : 1;
-    known[dev].store(k, std::memory_order_relaxed);
-  }
-  return k == 2;
+  return enabled && current_device_attribute_at_least<cudaDevAttrComputeCapabilityMajor, 9>();
 }
 
 // Thread-block clusters of `blocks` blocks along x (sm_90).

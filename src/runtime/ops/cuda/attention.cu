@@ -22,7 +22,7 @@
 // kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
 // (chunked the same way when the capacity passes one chunk). The lanes form (decode_lanes_attention.cu) is
 // meant for caches within one chunk, where a block's visible slots are few and this form's scores run in one
-// warp while the others wait (launch.h: kAttentionLanesWithinOneChunk, QLM_ATTENTION_LANES).
+// warp while the others wait (launch.h: attention_lanes_by_rule, QLM_ATTENTION_LANES).
 #include <math.h>
 
 #include "core/env_switch.h"
@@ -409,8 +409,8 @@ AttentionForm attention_form(const AttentionArgs& a) {
     // The lanes form within one chunk (a block's slots are few there and the decode form scores them in one warp) and
     // over a few chunks (its clusters share each chunk's slots).
     const int lanes = g_lanes.mode();
-    const bool lanes_rule = kAttentionLanesWithinOneChunk && chunks <= kAttentionLanesMaxChunks;
-    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || lanes_rule)) return AttentionForm::DecodeLanes;
+    if (lanes != 0 && decode_lanes_fits(a) && (lanes == 1 || attention_lanes_by_rule(chunks)))
+      return AttentionForm::DecodeLanes;
     const int64_t blocks = (chunks > 0 ? chunks : 1) * a.kv_heads;
     return a.sm_count > 0 && blocks > 2 * int64_t{a.sm_count} ? AttentionForm::DecodePaired : AttentionForm::Decode;
   }

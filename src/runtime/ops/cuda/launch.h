@@ -136,15 +136,15 @@ int64_t attention_chunks(int64_t tokens, int64_t slots_bound);
 //   Decode          one block per (kv head, chunk) serving the group's query heads (+ the combine past one chunk);
 //   DecodePaired    the same, two blocks per multiprocessor, where blocks > 2 x a.sm_count;
 //   DecodeLanes     one block per (kv head, chunk) as Decode, each slot's row spread over a team of lanes and the
-//                   slots over every warp (decode_lanes_attention.cu): where kAttentionLanesWithinOneChunk, caches
-//                   of up to kAttentionLanesMaxChunks chunks (within one chunk the decode form leaves most of its
+//                   slots over every warp (decode_lanes_attention.cu): where attention_lanes_by_rule, caches of
+//                   up to kAttentionLanesMaxChunks chunks (within one chunk the decode form leaves most of its
 //                   warps waiting on one warp's scores); elsewhere when set_attention_lanes / QLM_ATTENTION_LANES
 //                   asks for it.
 enum class AttentionForm : int { PerHead = 0, PerHeadChunked = 1, Decode = 2, DecodePaired = 3, DecodeLanes = 4 };
 AttentionForm attention_form(const AttentionArgs& a);
 const char* attention_form_name(AttentionForm form);
-// Whether the rule runs the lanes form: for caches within one chunk, and past it up to kAttentionLanesMaxChunks
-// chunks. Session 45 (H100): within one chunk, one block per (kv head, group part), decode 8B +1.9 %, 70B:8 +5.2 %,
+// The largest cache, in chunks, where the rule runs the lanes form (1: within one chunk only; 0: never).
+// Session 45 (H100): within one chunk, one block per (kv head, group part), decode 8B +1.9 %, 70B:8 +5.2 %,
 // Qwen3-30B-A3B:8 +11.3 % at a 16-token prompt, though alone it lost to the decode form past ~100 visible slots on
 // groups of 4 (12.1 against 9.8 µs at 128 slots, 20.0 / 12.1 at 255); with the clusters of decode_lanes_parts 5.1 /
 // 6.8 / 8.3 / 9.2 µs at 16 / 48 / 128 / 255 slots on Llama-3-8B heads against 7.8 / 8.2 / 9.8 / 12.1 (70B heads:
@@ -153,8 +153,9 @@ const char* attention_form_name(AttentionForm form);
 // 4096 / 16384 slots against 14.7 / 15.6 / 19.0 / 49.4, 70B heads 15.8 / 20.9 / 46.9 / 142.7 against 22.6 / 23.5 /
 // 30.5 / 73.8: it wins up to 5 chunks and loses from 17 (docs/perf-data/attention_lanes_h100_s45.jsonl,
 // attention_parts_h100_s45.jsonl, decode_lanes_h100_s45.jsonl, decode_parts_h100_s45.jsonl).
-inline constexpr bool kAttentionLanesWithinOneChunk = true;
 inline constexpr int64_t kAttentionLanesMaxChunks = 4;
+// Whether the rule runs the lanes form over a cache of `chunks` chunks (attention_chunks; 0: within one chunk).
+constexpr bool attention_lanes_by_rule(int64_t chunks) { return (chunks > 0 ? chunks : 1) <= kAttentionLanesMaxChunks; }
 // Process-wide override of the lanes form (1: wherever its shape fits, chunked caches included; 0: never; -1:
 // QLM_ATTENTION_LANES, else the rule above). For tests and measurements; attention_form reads it on every call.
 void set_attention_lanes(int mode);
