@@ -1,6 +1,5 @@
 // The MoE routing kernels on their own (runtime/ops/cuda/moe_launch.h): the router and the grouping as two launches
-// (launch_moe_route, launch_moe_align) and as one (launch_moe_route_align: one warp up to 32 slots, as at 1 token or
-// 31 and 32 tokens of top-1, one block past it), against the host's select_experts, for
+// (launch_moe_route, launch_moe_align) and as one (launch_moe_route_align), against the host's select_experts, for
 // 4 to 1024 experts, top-1 to top-8, 1 to 32 tokens (the fused launch's range) and 300 (two launches only), F32 and
 // BF16 logits with ties (-0 and +0 among them), renormalised or not, 1- to 32-row tiles: the same experts in the same
 // order, weights within float rounding of the host's double math, expert and tile offsets equal to the host's counts,
