@@ -2,7 +2,6 @@
 // combine, shared-expert gate. Declarations and contracts: moe_launch.h.
 #include <climits>
 
-#include "core/env_switch.h"
 #include "runtime/ops/cuda/elem.cuh"
 #include "runtime/ops/cuda/moe_launch.h"
 
@@ -41,11 +40,10 @@ constexpr int kRouteCached = 8;
 // Token t's experts and weights, by one warp. Lane l holds experts l, l + 32, ...; bit i of `taken` marks expert
 // l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts, in order of
 // decreasing logit, ties to the lower expert id. Each round takes the warp's largest key and, among the lanes
-// holding it, the lowest expert id (two redux instructions instead of five shuffle rounds). Returns, in lane j <
-// top_k, the token's j-th expert (ids[t * top_k + j]).
+// holding it, the lowest expert id (two redux instructions instead of five shuffle rounds).
 template <ElemType T>
-__device__ int route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
-                           float* weights) {
+__device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
+                            float* weights) {
   const int lane = threadIdx.x & 31;
   const int64_t base = t * experts;
   auto logit = [&](int e) {
@@ -93,7 +91,6 @@ __device__ int route_token(const void* logits, int64_t t, int experts, int top_k
     ids[t * top_k + lane] = my_e;
     weights[t * top_k + lane] = static_cast<float>(renormalize ? my_p / chosen : my_p);
   }
-  return my_e;
 }
 
 template <ElemType T>
@@ -188,64 +185,6 @@ __global__ void __launch_bounds__(kAlignThreads)
   __syncthreads();
   align_block(ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert,
               tile_expert);
-}
-
-// Both by one warp, for at most 32 slots (tokens x top_k; a decode step): no barrier and no shared memory. Lane s
-// holds slot s's expert (INT_MAX past the slots), and every lane a copy of all 32 (shuffled once). Slot s's row:
-// the slots of lower experts, then those of its own expert before it (rows of an expert in slot order). The
-// offsets: 32 experts at a time, lane l counting expert e0 + l's slots, prefix sums over the warp carried from one
-// set of 32 to the next; each expert's lane writes its tiles' entries of tile_expert.
-template <ElemType T>
-__global__ void __launch_bounds__(32, 1)
-    route_align_warp_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize,
-                            int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets, int32_t* tile_offsets,
-                            int32_t* row_token, int32_t* slot_row, int32_t* row_expert, int32_t* tile_expert) {
-  pdl_enter();
-  constexpr unsigned kAll = 0xffffffffu;
-  const int lane = threadIdx.x;
-  int mine = INT_MAX;
-  for (int t = 0; t < static_cast<int>(tokens); ++t) {
-    const int e = route_token<T>(logits, t, experts, top_k, renormalize, ids, weights);
-    const int j = lane - t * top_k;  // this lane's slot within token t
-    const int got = __shfl_sync(kAll, e, j & 31);
-    if (j >= 0 && j < top_k) mine = got;
-  }
-  int slot_expert[32];
-#pragma unroll
-  for (int s = 0; s < 32; ++s) slot_expert[s] = __shfl_sync(kAll, mine, s);
-  if (mine != INT_MAX) {
-    int row = 0;
-#pragma unroll
-    for (int s = 0; s < 32; ++s) row += slot_expert[s] < mine || (slot_expert[s] == mine && s < lane);
-    row_token[row] = lane / top_k;
-    slot_row[lane] = row;
-    row_expert[row] = mine;
-  }
-  int rows_before = 0, tiles_before = 0;
-  for (int e0 = 0; e0 < experts; e0 += 32) {
-    const int e = e0 + lane;
-    int count = 0;
-#pragma unroll
-    for (int s = 0; s < 32; ++s) count += slot_expert[s] == e;
-    const int tiles = static_cast<int>((count + tile_m - 1) / tile_m);
-    int rows_in = count, tiles_in = tiles;  // inclusive over lanes 0..lane
-    for (int off = 1; off < 32; off <<= 1) {
-      const int r = __shfl_up_sync(kAll, rows_in, off), t = __shfl_up_sync(kAll, tiles_in, off);
-      if (lane >= off) rows_in += r, tiles_in += t;
-    }
-    if (e < experts) {
-      const int first_tile = tiles_before + tiles_in - tiles;
-      offsets[e] = rows_before + rows_in - count;
-      tile_offsets[e] = first_tile;
-      for (int i = 0; i < tiles; ++i) tile_expert[first_tile + i] = e;
-    }
-    rows_before += __shfl_sync(kAll, rows_in, 31);
-    tiles_before += __shfl_sync(kAll, tiles_in, 31);
-  }
-  if (lane == 0) {
-    offsets[experts] = rows_before;
-    tile_offsets[experts] = tiles_before;
-  }
 }
 
 template <ElemType T>
@@ -351,14 +290,6 @@ cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t to
                                    int32_t* tile_expert, cudaStream_t stream) {
   if (!routing_args_ok(experts, top_k) || tile_m < 1 || tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
     return cudaErrorInvalidValue;
-  static const bool one_warp = env_switch_on("QLM_MOE_ROUTE_WARP");  // 0: the block form everywhere (A/B)
-  if (one_warp && tokens * top_k <= 32) {
-    return dispatch(type, [&](auto tag) {
-      launch_pdl(route_align_warp_kernel<decltype(tag)::value>, 1, 32, 0, stream, logits, tokens,
-                 static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights, offsets,
-                 tile_offsets, row_token, slot_row, row_expert, tile_expert);
-    });
-  }
   const size_t smem = 3 * static_cast<size_t>(experts) * sizeof(int32_t);
   return dispatch(type, [&](auto tag) {
     launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,

@@ -41,8 +41,7 @@ cudaError_t launch_moe_align(const int32_t* ids, int64_t slots, int64_t top_k, i
 
 // launch_moe_route then launch_moe_align in one block (one launch instead of two), for 1 to
 // kMoeRouteAlignMaxTokens tokens: the same ids, weights, offsets, tile_offsets and tile_expert, and rows grouped
-// the same way. Where tokens x top_k <= 32 (a decode step) one warp does both without a barrier, its rows of an
-// expert in slot order (QLM_MOE_ROUTE_WARP=0: the block form there too).
+// the same way.
 inline constexpr int64_t kMoeRouteAlignMaxTokens = 32;
 cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                                    bool renormalize, int64_t tile_m, int32_t* ids, float* weights, int32_t* offsets,
