@@ -18,17 +18,6 @@ const std::string kFinalNorm = "model.norm.weight";
 
 std::string layer_prefix(int64_t i) { return fmt::format("model.layers.{}", i); }
 
-bool is_wide_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-
-// The dtype a linear layer's dense weights (or scales) have in the checkpoint, so that the method
-// declares parameters the checkpoint can fill.
-DType linear_params_dtype(const TensorDtypeLookup& dtypes, const std::vector<std::string>& prefixes, DType fallback) {
-  for (const std::string& prefix : prefixes)
-    for (const char* suffix : {".weight", ".scales", ".weight_scale"})
-      if (const auto d = dtypes(prefix + suffix); d && is_wide_float(*d)) return *d;
-  return fallback;
-}
-
 LinearSpec linear_spec(std::string prefix, LinearKind kind, int64_t input_size, int64_t output_size, bool bias) {
   LinearSpec spec;
   spec.prefix = std::move(prefix);

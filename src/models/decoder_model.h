@@ -20,6 +20,7 @@
 #include "io/checkpoint.h"
 #include "loader/loader.h"
 #include "loader/module_set.h"
+#include "models/checkpoint_dtype.h"
 #include "models/model_config.h"
 #include "models/moe_block.h"
 #include "runtime/ops/cuda/device_kv_cache.h"
@@ -28,9 +29,8 @@
 
 namespace qlm::models {
 
-// The dtype of a checkpoint tensor by name (nullopt when absent); decides the dtype of dense
+// The dtype of a checkpoint tensor by name (nullopt when absent; checkpoint_dtype.h): decides the dtype of dense
 // parameters so that they match what the checkpoint stores.
-using TensorDtypeLookup = std::function<std::optional<DType>(std::string_view name)>;
 TensorDtypeLookup checkpoint_dtypes(const io::Checkpoint& checkpoint);
 
 struct RankOptions {

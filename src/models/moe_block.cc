@@ -8,16 +8,6 @@
 namespace qlm::models {
 namespace {
 
-bool wide_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-
-// The dtype of the dense weights (or scales) of the first module found in the checkpoint.
-DType params_dtype(const MoEBlock::DtypeLookup& dtypes, const std::vector<std::string>& modules, DType fallback) {
-  for (const std::string& m : modules)
-    for (const char* suffix : {".weight", ".scales", ".weight_scale"})
-      if (const auto d = dtypes(m + suffix); d && wide_float(*d)) return *d;
-  return fallback;
-}
-
 LinearSpec spec_of(std::string prefix, LinearKind kind, int64_t in, int64_t out, DType dtype) {
   LinearSpec s;
   s.prefix = std::move(prefix);
@@ -38,7 +28,7 @@ MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig
   const std::string gate = block + ".gate";
   // The router stays unquantized in every format (vLLM builds it without a quant config).
   router_ = &modules.add_linear(
-      spec_of(gate, LinearKind::Replicated, c.hidden_size, m.num_experts, params_dtype(dtypes, {gate}, c.dtype)),
+      spec_of(gate, LinearKind::Replicated, c.hidden_size, m.num_experts, linear_params_dtype(dtypes, {gate}, c.dtype)),
       nullptr, ctx, tp);
 
   FusedMoESpec spec;
@@ -50,7 +40,8 @@ MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig
   spec.renormalize = m.renormalize;
   spec.reduce_results = m.shared_expert_intermediate_size == 0;
   spec.names = m.mixtral_names ? MoEExpertNames::mixtral() : MoEExpertNames{};
-  spec.params_dtype = params_dtype(dtypes, {spec.module(0, spec.names.gate), spec.module(0, spec.names.down)}, c.dtype);
+  spec.params_dtype =
+      linear_params_dtype(dtypes, {spec.module(0, spec.names.gate), spec.module(0, spec.names.down)}, c.dtype);
   // Checkpoint gate / up modules of an expert go to its fused w13 (Qwen names are the Llama ones).
   for (const StackedParam& s : {StackedParam{"." + spec.names.gate, "." + spec.names.fused, ShardId::at(0)},
                                 StackedParam{"." + spec.names.up, "." + spec.names.fused, ShardId::at(1)}}) {
@@ -66,7 +57,7 @@ MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig
   if (m.shared_expert_intermediate_size > 0) {
     const std::string se = block + ".shared_expert.";
     const int64_t I = m.shared_expert_intermediate_size;
-    const DType dt = params_dtype(dtypes, {se + "gate_proj", se + "down_proj"}, c.dtype);
+    const DType dt = linear_params_dtype(dtypes, {se + "gate_proj", se + "down_proj"}, c.dtype);
     LinearSpec gu = spec_of(se + "gate_up_proj", LinearKind::MergedColumn, c.hidden_size, 0, dt);
     gu.output_sizes = {I, I};
     gu.shard_prefixes = {se + "gate_proj", se + "up_proj"};
@@ -76,7 +67,8 @@ MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig
     shared_down_ = &modules.add_linear(std::move(down), quant, ctx, tp);
     const std::string sg = block + ".shared_expert_gate";
     shared_gate_ = &modules.add_linear(
-        spec_of(sg, LinearKind::Replicated, c.hidden_size, 1, params_dtype(dtypes, {sg}, c.dtype)), nullptr, ctx, tp);
+        spec_of(sg, LinearKind::Replicated, c.hidden_size, 1, linear_params_dtype(dtypes, {sg}, c.dtype)), nullptr, ctx,
+        tp);
   }
 }
 

@@ -12,13 +12,14 @@
 
 #include "layers/fused_moe.h"
 #include "loader/module_set.h"
+#include "models/checkpoint_dtype.h"
 #include "models/model_config.h"
 
 namespace qlm::models {
 
 class MoEBlock {
  public:
-  using DtypeLookup = std::function<std::optional<DType>(std::string_view name)>;
+  using DtypeLookup = TensorDtypeLookup;
   // Declares the router, experts and shared expert of layer `layer` into `modules`.
   MoEBlock(const ModelConfig& config, int64_t layer, const QuantizationConfig* quant, const QuantContext& ctx,
            TpContext tp, const DtypeLookup& dtypes, ModuleSet& modules);

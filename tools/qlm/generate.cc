@@ -39,16 +39,7 @@ void run_generate(const GenerateArgs& args) {
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::Tokenizer::from_model_dir(args.model.model_dir);
   TpLaunch launch = TpLaunch::start(args.model, options);
   const bool prints = prints_results(args.model);  // rank 0 only in a multi-process group
-  LoadProgressBar progress;
-  options.progress = progress.callback();
-  std::unique_ptr<runtime::Model> model;
-  try {
-    model = runtime::Model::load(args.model.model_dir, options);
-  } catch (...) {
-    progress.finish();
-    throw;
-  }
-  progress.finish();
+  const std::unique_ptr<runtime::Model> model = load_model_with_progress(args.model.model_dir, options);
 
   const std::vector<int32_t> prompt = tokenizer->encode(args.prompt, /*add_special_tokens=*/true);
   runtime::GenerationOptions gen{.max_tokens = args.max_tokens, .sampling = sampling, .eos_ids = tokenizer->eos_ids()};

@@ -37,4 +37,17 @@ void LoadProgressBar::finish() {
   drawn_ = false;
 }
 
+std::unique_ptr<runtime::Model> load_model_with_progress(const std::string& model_dir, runtime::ModelOptions options) {
+  LoadProgressBar progress;
+  options.progress = progress.callback();
+  try {
+    std::unique_ptr<runtime::Model> model = runtime::Model::load(model_dir, options);
+    progress.finish();
+    return model;
+  } catch (...) {
+    progress.finish();
+    throw;
+  }
+}
+
 }  // namespace qlm::cli

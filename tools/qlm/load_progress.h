@@ -4,8 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
+#include <string>
 
 #include "loader/loader.h"
+#include "runtime/model.h"
 
 namespace qlm::cli {
 
@@ -24,5 +27,9 @@ class LoadProgressBar {
   bool drawn_ = false;
   int last_percent_ = -1;
 };
+
+// runtime::Model::load(model_dir, options) with a LoadProgressBar as its progress callback, the bar's line ended
+// whether the load succeeds or throws.
+std::unique_ptr<runtime::Model> load_model_with_progress(const std::string& model_dir, runtime::ModelOptions options);
 
 }  // namespace qlm::cli

@@ -51,16 +51,7 @@ void run_logits(const LogitsArgs& args) {
   const std::vector<int32_t> tokens = parse_tokens(args.tokens);
   runtime::ModelOptions options = to_model_options(args.model);
   TpLaunch launch = TpLaunch::start(args.model, options);
-  LoadProgressBar progress;
-  options.progress = progress.callback();
-  std::unique_ptr<runtime::Model> model;
-  try {
-    model = runtime::Model::load(args.model.model_dir, options);
-  } catch (...) {
-    progress.finish();
-    throw;
-  }
-  progress.finish();
+  const std::unique_ptr<runtime::Model> model = load_model_with_progress(args.model.model_dir, options);
   const Tensor logits = model->forward(tokens, /*all_logits=*/true);
   launch.finish(*model);
   if (!prints_results(args.model)) return;  // rank 0 of a multi-process group writes the file
