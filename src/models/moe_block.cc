@@ -21,7 +21,7 @@ LinearSpec spec_of(std::string prefix, LinearKind kind, int64_t in, int64_t out,
 }  // namespace
 
 MoEBlock::MoEBlock(const ModelConfig& c, int64_t layer, const QuantizationConfig* quant, const QuantContext& ctx,
-                   TpContext tp, const DtypeLookup& dtypes, ModuleSet& modules)
+                   TpContext tp, const TensorDtypeLookup& dtypes, ModuleSet& modules)
     : tp_(tp) {
   const MoEConfig& m = c.moe;
   const std::string block = fmt::format("model.layers.{}.{}", layer, m.block);

@@ -5,10 +5,8 @@
 // the one tensor-parallel reduction.
 #pragma once
 
-#include <functional>
 #include <memory>
-#include <optional>
-#include <string_view>
+#include <string>
 
 #include "layers/fused_moe.h"
 #include "loader/module_set.h"
@@ -19,10 +17,9 @@ namespace qlm::models {
 
 class MoEBlock {
  public:
-  using DtypeLookup = TensorDtypeLookup;
   // Declares the router, experts and shared expert of layer `layer` into `modules`.
   MoEBlock(const ModelConfig& config, int64_t layer, const QuantizationConfig* quant, const QuantContext& ctx,
-           TpContext tp, const DtypeLookup& dtypes, ModuleSet& modules);
+           TpContext tp, const TensorDtypeLookup& dtypes, ModuleSet& modules);
   // After the loader finalized every projection.
   void finish_load() { experts_->finalize(); }
   // h [T, H] (normalised hidden states) -> the MLP output [T, H], reduced over ranks: F32 on the
