@@ -20,9 +20,9 @@
 // valid at every position; blocks of chunks without a visible slot (past the last slot, before a sliding
 // window) return at once, and the combine reads only the chunks that hold visible slots. Groups of more than
 // kDecodeMaxGroup heads, and head sizes that are not whole vectors, take the per-(token, head) form
-// (chunked the same way when the capacity passes one chunk). The lanes form (decode_lanes_attention.cu) is
-// meant for caches within one chunk, where a block's visible slots are few and this form's scores run in one
-// warp while the others wait (launch.h: attention_lanes_by_rule, QLM_ATTENTION_LANES).
+// (chunked the same way when the capacity passes one chunk). The lanes form (decode_lanes_attention.cu) takes
+// caches of up to kAttentionLanesMaxChunks chunks, where a block's visible slots are few and this form's scores
+// run in one warp while the others wait (launch.h: attention_lanes_by_rule, QLM_ATTENTION_LANES).
 #include <math.h>
 
 #include "core/env_switch.h"
