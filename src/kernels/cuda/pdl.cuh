@@ -39,6 +39,18 @@ __device__ __forceinline__ void pdl_enter() {
   allow_dependents();
 }
 
+// pdl_enter's other order, for short kernels whose successor is a long one (SiLU·mul before the down projection):
+// let the next kernel launch first, then wait. The next kernel's blocks then become resident, and a W4A16 GEMM
+// among them requests its first weights (which never depend on earlier kernels), as the kernel before this one
+// frees its SMs, not only once this one runs. Still sound: this kernel waits before it touches memory, and a
+// kernel launches only once every block of the one before it has started, so a block waiting here never holds an
+// SM that an earlier grid still needs. Measured per kernel (docs/models.md, decode): it pays after SiLU·mul,
+// not after RMSNorm or around attention, where the early weight traffic slows a latency-bound chain.
+__device__ __forceinline__ void pdl_enter_next_first() {
+  allow_dependents();
+  wait_for_predecessor();
+}
+
 inline cudaLaunchAttribute pdl_attribute() {
   cudaLaunchAttribute a{};
   a.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -14,10 +14,12 @@
 
 namespace qlm::ops::cu {
 
-// Every kernel of this folder starts with pdl_enter() and is launched with launch_pdl (kernels/cuda/pdl.cuh):
-// on sm_90 the next kernel of a decode step launches while this one runs, and its set-up overlaps.
+// Every kernel of this folder starts with pdl_enter() (or pdl_enter_next_first()) and is launched with launch_pdl
+// (kernels/cuda/pdl.cuh): on sm_90 the next kernel of a decode step launches while this one runs, and its set-up
+// overlaps.
 using qlm::cuda::launch_pdl;
 using qlm::cuda::pdl_enter;
+using qlm::cuda::pdl_enter_next_first;
 
 namespace fp8 {
 // Rounds `value >> shift` to nearest, ties to even. shift >= 1.

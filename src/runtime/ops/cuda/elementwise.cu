@@ -1,4 +1,6 @@
-// Element-wise runtime kernels: embedding gather, residual add, conversion to F32, SiLU·mul.
+// Element-wise runtime kernels: embedding gather, residual add, conversion to F32, SiLU·mul. Each lets the next
+// kernel launch before it waits for the previous one (pdl_enter_next_first): SiLU·mul's successor is the down
+// projection, whose weights then start to stream while the gate/up GEMM ends.
 #include "runtime/ops/cuda/elem.cuh"
 
 namespace qlm::ops::cu {
@@ -6,7 +8,7 @@ namespace {
 
 template <ElemType TableT, ElemType OutT>
 __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t rows, int64_t hidden, void* out) {
-  pdl_enter();
+  pdl_enter_next_first();
   const int64_t n = rows * hidden;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / hidden, c = i % hidden;
@@ -16,21 +18,21 @@ __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t 
 
 template <ElemType YT>
 __global__ void add_residual_kernel(float* x, const void* y, int64_t n) {
-  pdl_enter();
+  pdl_enter_next_first();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     x[i] += load_elem<YT>(y, i);
 }
 
 template <ElemType XT>
 __global__ void to_f32_kernel(const void* x, float* out, int64_t n) {
-  pdl_enter();
+  pdl_enter_next_first();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = load_elem<XT>(x, i);
 }
 
 template <ElemType T>
 __global__ void silu_and_mul_kernel(const void* gate_up, void* out, int64_t rows, int64_t width) {
-  pdl_enter();
+  pdl_enter_next_first();
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width, c = i % width;
