@@ -31,6 +31,16 @@ namespace {
 Tensor upload_f32(const std::vector<float>& values, Device device) {
   return Tensor::from_vector(values, {static_cast<int64_t>(values.size())}).to_device(device);
 }
+
+// Which RMSNorms let the next kernel launch before they wait for the previous one (ops::cu::add_rms_norm's
+// next_first), as bits of QLM_NORM_NEXT_FIRST: the norm before the qkv projection, the one before the MLP (gate/up or
+// the experts), the final one before lm_head. Default none: measured over all three, 70B-shaped decode gained 3 %
+// and 8B-shaped lost 1 % (docs/models.md); the bits are there to tell the norms apart.
+enum NormNextFirst : int64_t { kBeforeQkv = 1, kBeforeMlp = 2, kBeforeLmHead = 4 };
+bool norm_next_first(NormNextFirst which) {
+  static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", 0);
+  return (bits & which) != 0;
+}
 }  // namespace
 
 void DecoderModel::finish_load_device() {
@@ -108,7 +118,8 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
 
     // Attention: the q | k | v columns of the qkv output become F32 queries (q/k norm, rotary) and K / V
     // rows of the cache in one kernel.
-    const Tensor qkv = b.qkv->forward(ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act));
+    const Tensor qkv = b.qkv->forward(
+        ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act, norm_next_first(kBeforeQkv)));
     QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
     const Tensor q = separate_attention_prep()
                          ? prepare_attention_separately(qkv, norms, eps, rope, l, past, past_slot)
@@ -119,12 +130,13 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
     const Tensor attn_out = b.o->forward(ops::cu::attention(q, past, *device_cache_, l, params, act, past_slot));
 
     // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
-    const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act);
+    const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act, norm_next_first(kBeforeMlp));
     pending = b.moe ? b.moe->forward(h) : b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h)));
   }
   // x is not used after the final norm, so only its normed rows get the last layer's output.
   const int64_t rows = all_logits ? T : 1;
-  Tensor logits = lm_head_->forward(ops::cu::add_rms_norm(x, pending, T - rows, rows, device_final_norm_, eps, act));
+  Tensor logits = lm_head_->forward(
+      ops::cu::add_rms_norm(x, pending, T - rows, rows, device_final_norm_, eps, act, norm_next_first(kBeforeLmHead)));
   if (gather_logits_) logits = options_.tp.comm->all_gather(logits, 1);  // vocab-split lm_head (NCCL)
   return ops::cu::to_f32(logits);
 }

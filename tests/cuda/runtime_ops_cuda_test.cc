@@ -93,29 +93,31 @@ TEST(CudaRuntimeOps, RmsNormRowsAndHeads) {
 }
 
 // The residual add fused into the norm gives bit for bit what the two ops give (x updated on the
-// normed rows only), for every add dtype and for 16-byte and single-float rows.
+// normed rows only), for every add dtype and for 16-byte and single-float rows, in either launch order.
 TEST(CudaRuntimeOps, AddRmsNormEqualsAddThenNorm) {
   SKIP_WITHOUT_GPU();
   const int64_t T = 5;
-  for (const int64_t width : {96, 4095, 4096})
-    for (DType add_type : {DType::F32, DType::F16, DType::BF16}) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 31, 3.0f);
-      const std::vector<float> a = random_floats(static_cast<size_t>(T * width), 32, 2.0f);
-      const std::vector<float> w = random_floats(static_cast<size_t>(width), 33);
-      const Tensor add = Tensor::from_vector(a, {T, width}).to(add_type).to_device(kGpu);
-      const Tensor weight = upload(w, {width});
-      Tensor fused_x = upload(x, {T, width});
-      const Tensor fused = ops::cu::add_rms_norm(fused_x, add, 3, 2, weight, 1e-6f, DType::BF16);
-      Tensor two_x = upload(x, {T, width});
-      ops::cu::add_residual(two_x, add);
-      const Tensor two = ops::cu::rms_norm(two_x, 3, 2, weight, 1e-6f, DType::BF16);
-      const std::string what = "width " + std::to_string(width) + " add " + std::string(dtype_name(add_type));
-      const std::vector<float> got_y = download(fused), want_y = download(two);
-      const std::vector<float> got_x = download(fused_x), want_x = download(two_x);
-      EXPECT_EQ(got_y, want_y) << what;
-      EXPECT_TRUE(std::equal(got_x.begin() + 3 * width, got_x.end(), want_x.begin() + 3 * width)) << what;
-      EXPECT_TRUE(std::equal(got_x.begin(), got_x.begin() + 3 * width, x.begin())) << what << ": rows 0..2 untouched";
-    }
+  for (const bool next_first : {false, true})
+    for (const int64_t width : {96, 4095, 4096})
+      for (DType add_type : {DType::F32, DType::F16, DType::BF16}) {
+        const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 31, 3.0f);
+        const std::vector<float> a = random_floats(static_cast<size_t>(T * width), 32, 2.0f);
+        const std::vector<float> w = random_floats(static_cast<size_t>(width), 33);
+        const Tensor add = Tensor::from_vector(a, {T, width}).to(add_type).to_device(kGpu);
+        const Tensor weight = upload(w, {width});
+        Tensor fused_x = upload(x, {T, width});
+        const Tensor fused = ops::cu::add_rms_norm(fused_x, add, 3, 2, weight, 1e-6f, DType::BF16, next_first);
+        Tensor two_x = upload(x, {T, width});
+        ops::cu::add_residual(two_x, add);
+        const Tensor two = ops::cu::rms_norm(two_x, 3, 2, weight, 1e-6f, DType::BF16);
+        const std::string what = "width " + std::to_string(width) + " add " + std::string(dtype_name(add_type)) +
+                                 (next_first ? " next first" : "");
+        const std::vector<float> got_y = download(fused), want_y = download(two);
+        const std::vector<float> got_x = download(fused_x), want_x = download(two_x);
+        EXPECT_EQ(got_y, want_y) << what;
+        EXPECT_TRUE(std::equal(got_x.begin() + 3 * width, got_x.end(), want_x.begin() + 3 * width)) << what;
+        EXPECT_TRUE(std::equal(got_x.begin(), got_x.begin() + 3 * width, x.begin())) << what << ": rows 0..2 untouched";
+      }
 }
 
 TEST(CudaRuntimeOps, RotaryMatchesCpu) {

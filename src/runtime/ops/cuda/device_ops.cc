@@ -41,20 +41,21 @@ Tensor embedding(const Tensor& table, const int32_t* device_ids, int64_t rows, D
   return y;
 }
 
-Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out) {
+Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out,
+                bool next_first) {
   check_f32_matrix(x);
   const int64_t dim = x.size(1);
   QLM_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= x.size(0));
   QLM_CHECK(!weight.on_host() && weight.dtype() == DType::F32 && weight.numel() == dim);
   Tensor y = Tensor::empty({rows, dim}, out, x.device());
   QLM_CUDA_CHECK(launch_rms_norm(x.data<float>() + row0 * dim, dim, weight.data<float>(), y.raw_data(), elem_type(out),
-                                 dim, rows, 1, dim, eps, stream_of(x)));
+                                 dim, rows, 1, dim, eps, stream_of(x), next_first));
   return y;
 }
 
 Tensor add_rms_norm(Tensor& x, const Tensor& add, int64_t row0, int64_t rows, const Tensor& weight, float eps,
-                    DType out) {
-  if (!add.defined()) return rms_norm(x, row0, rows, weight, eps, out);
+                    DType out, bool next_first) {
+  if (!add.defined()) return rms_norm(x, row0, rows, weight, eps, out, next_first);
   check_f32_matrix(x);
   const int64_t dim = x.size(1);
   QLM_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= x.size(0));
@@ -63,7 +64,8 @@ Tensor add_rms_norm(Tensor& x, const Tensor& add, int64_t row0, int64_t rows, co
   Tensor y = Tensor::empty({rows, dim}, out, x.device());
   const size_t add_offset = static_cast<size_t>(row0 * dim) * dtype_size(add.dtype());
   QLM_CUDA_CHECK(launch_add_rms_norm(x.data<float>() + row0 * dim, add.raw_data() + add_offset, elem_type(add.dtype()),
-                                     weight.data<float>(), y.raw_data(), elem_type(out), rows, dim, eps, stream_of(x)));
+                                     weight.data<float>(), y.raw_data(), elem_type(out), rows, dim, eps, stream_of(x),
+                                     next_first));
   return y;
 }
 

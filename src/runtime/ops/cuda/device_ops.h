@@ -23,11 +23,13 @@ Tensor embedding(const Tensor& table, std::span<const int32_t> ids, DType out);
 Tensor embedding(const Tensor& table, const int32_t* device_ids, int64_t rows, DType out);
 
 // y = RMSNorm(x[row0 : row0 + rows]) · weight: x F32 [T, dim], weight F32 [dim], y [rows, dim] in `out`.
-Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out);
+// next_first: the kernel lets the next one launch before it waits for the previous one (launch.h); same y.
+Tensor rms_norm(const Tensor& x, int64_t row0, int64_t rows, const Tensor& weight, float eps, DType out,
+                bool next_first = false);
 // The same after x[row0 : row0 + rows] += add[row0 : row0 + rows] (add [T, dim] in any act dtype;
 // undefined: no add), one kernel: the residual add of a layer's output fused into the next norm.
 Tensor add_rms_norm(Tensor& x, const Tensor& add, int64_t row0, int64_t rows, const Tensor& weight, float eps,
-                    DType out);
+                    DType out, bool next_first = false);
 // The per-head norm of Qwen3, in place: `heads` vectors of head_dim starting at column col0 of
 // every row of the F32 tensor x; weight F32 [head_dim].
 void head_rms_norm(Tensor& x, int64_t col0, int64_t heads, int64_t head_dim, const Tensor& weight, float eps);

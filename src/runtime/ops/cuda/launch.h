@@ -21,16 +21,18 @@ cudaError_t launch_embedding(const void* table, ElemType table_type, const int32
 // y[r, :] = weight ⊙ x[r, :] / sqrt(mean(x[r, :]²) + eps) with the mean of squares in double, as
 // ops::rms_norm, for rows·groups vectors of `dim` elements. Vector (r, g) is x[r·x_stride + g·dim]
 // (groups > 1: the per-head q/k norm over heads of one row) and likewise in y. x is F32; y may be
-// any ElemType and may alias x when y_type is F32.
+// any ElemType and may alias x when y_type is F32. next_first: the kernel lets the next kernel launch before it
+// waits for the previous one (pdl_enter_next_first, kernels/cuda/pdl.cuh) instead of after; same results.
 cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weight, void* y, ElemType y_type,
-                            int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps,
-                            cudaStream_t stream);
+                            int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps, cudaStream_t stream,
+                            bool next_first = false);
 
 // The residual add fused into the next RMSNorm: x[r, :] += add[r, :] (add in add_type, the same
 // [rows, dim] layout), then y[r, :] = RMSNorm(x[r, :]) · weight as launch_rms_norm; x F32, rows
 // dim apart.
 cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, const float* weight, void* y,
-                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream,
+                                bool next_first = false);
 
 // x[i] += y[i] for n elements (the F32 residual stream plus a linear output in act dtype).
 cudaError_t launch_add_residual(float* x, const void* y, ElemType y_type, int64_t n, cudaStream_t stream);

@@ -10,6 +10,16 @@ namespace {
 
 constexpr int kMaxBlock = 1024;
 
+// pdl_enter, or with next_first pdl_enter_next_first (chosen per launch: the model picks the norms whose next GEMM
+// should start streaming its weights early; QLM_NORM_NEXT_FIRST, docs/cli.md).
+__device__ __forceinline__ void enter_in_order(bool next_first) {
+  if (next_first) {
+    pdl_enter_next_first();
+  } else {
+    pdl_enter();
+  }
+}
+
 // The block's sum of the threads' `sum`, in every thread (double, warp order then warp by warp: fixed).
 __device__ __forceinline__ double block_sum(double sum) {
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -61,12 +71,12 @@ __device__ __forceinline__ void store_norm4(void* y, int64_t y0, float4 v, float
 template <ElemType YT, ElemType AT, bool ADD, bool ONE>
 __global__ void __launch_bounds__(kMaxBlock)
     rms_norm_kernel(float* x, int64_t x_stride, const void* add, const float* weight, void* y, int64_t y_stride,
-                    int64_t groups, int64_t dim, float eps, bool vec4) {
+                    int64_t groups, int64_t dim, float eps, bool vec4, bool next_first) {
   if constexpr (ONE) {
     const int64_t i = 4 * threadIdx.x;
     const bool has = i < dim;
     const float4 w = has ? *reinterpret_cast<const float4*>(weight + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    pdl_enter();
+    enter_in_order(next_first);
     const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
     float* xr = x + r * x_stride + g * dim;
     const int64_t a0 = r * x_stride + g * dim, y0 = r * y_stride + g * dim;
@@ -80,7 +90,7 @@ __global__ void __launch_bounds__(kMaxBlock)
     if (has) store_norm4<YT>(y, y0 + i, v, w, inv);
     return;
   }
-  pdl_enter();
+  enter_in_order(next_first);
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
   float* xr = x + r * x_stride + g * dim;
   const int64_t a0 = r * x_stride + g * dim;  // add has x's layout
@@ -131,8 +141,8 @@ NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, in
 }  // namespace
 
 cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weight, void* y, ElemType y_type,
-                            int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps,
-                            cudaStream_t stream) {
+                            int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps, cudaStream_t stream,
+                            bool next_first) {
   if (rows * groups == 0) return cudaSuccess;
   if (rows * groups > int64_t{0x7fffffff}) return cudaErrorInvalidValue;
   const NormLaunch l = norm_launch(x, x_stride, weight, dim);
@@ -143,12 +153,13 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
     launch_pdl(
         l.one ? rms_norm_kernel<YT, ElemType::F32, false, true> : rms_norm_kernel<YT, ElemType::F32, false, false>,
         static_cast<unsigned>(rows * groups), l.threads, 0, stream, xw, x_stride, static_cast<const void*>(nullptr),
-        weight, y, y_stride, groups, dim, eps, l.vec4);
+        weight, y, y_stride, groups, dim, eps, l.vec4, next_first);
   });
 }
 
 cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, const float* weight, void* y,
-                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+                                ElemType y_type, int64_t rows, int64_t dim, float eps, cudaStream_t stream,
+                                bool next_first) {
   if (rows == 0) return cudaSuccess;
   if (rows > int64_t{0x7fffffff} ||
       (add_type != ElemType::F32 && add_type != ElemType::F16 && add_type != ElemType::BF16))
@@ -159,7 +170,7 @@ cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, co
       constexpr ElemType YT = decltype(ytag)::value, AT = decltype(atag)::value;
       launch_pdl(l.one ? rms_norm_kernel<YT, AT, true, true> : rms_norm_kernel<YT, AT, true, false>,
                  static_cast<unsigned>(rows), l.threads, 0, stream, x, dim, add, weight, y, dim, int64_t{1}, dim, eps,
-                 l.vec4);
+                 l.vec4, next_first);
     });
   });
 }
