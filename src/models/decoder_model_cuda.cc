@@ -34,7 +34,7 @@ Tensor upload_f32(const std::vector<float>& values, Device device) {
 
 // Which RMSNorms let the next kernel launch before they wait for the previous one (ops::cu::add_rms_norm's
 // next_first), as bits of QLM_NORM_NEXT_FIRST: the norm before the qkv projection, the one before the MLP (gate/up or
-// the experts), the final one before lm_head. Default none: all three (then one kernel rebuilt per setting) gave
+// the experts), the final one before lm_head. Default none: all three (session 47, a rebuilt binary) gave
 // 70B-shaped decode +1.9 % and 8B-shaped -1.0 % (docs/models.md); the bits are there to tell the norms apart.
 enum NormNextFirst : int64_t { kBeforeQkv = 1, kBeforeMlp = 2, kBeforeLmHead = 4 };
 bool norm_next_first(NormNextFirst which) {
