@@ -34,11 +34,12 @@ Tensor upload_f32(const std::vector<float>& values, Device device) {
 
 // Which RMSNorms let the next kernel launch before they wait for the previous one (ops::cu::add_rms_norm's
 // next_first), as bits of QLM_NORM_NEXT_FIRST: the norm before the qkv projection, the one before the MLP (gate/up or
-// the experts), the final one before lm_head. Default none: all three (session 47, a rebuilt binary) gave
-// 70B-shaped decode +1.9 % and 8B-shaped -1.0 % (docs/models.md); the bits are there to tell the norms apart.
+// the experts), the final one before lm_head. Default: the one before qkv, the only bit that gained on both shapes
+// (session 48, H100, two rounds: 8B +0.5 %, 70B:8 +0.6 %; before the MLP 8B -1.9 %, 70B:8 +1.2 %; before lm_head
+// within 0.3 %; docs/perf-data/decode_norm_next_first_h100_s48.jsonl).
 enum NormNextFirst : int64_t { kBeforeQkv = 1, kBeforeMlp = 2, kBeforeLmHead = 4 };
 bool norm_next_first(NormNextFirst which) {
-  static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", 0);
+  static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", kBeforeQkv);
   return (bits & which) != 0;
 }
 }  // namespace
