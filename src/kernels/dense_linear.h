@@ -27,6 +27,10 @@ class DenseLinearKernel {
   // y[M, N_p] = x[M, K_p] · weightᵀ (+ bias). x, y contiguous F32 on CPU.
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
   virtual size_t weight_bytes() const = 0;
+  // The prepared weight [N_p, K_p] in the activation dtype on the layer's device, where the kernel keeps it in
+  // that plain form (cuda_cublas_dense), for a consumer that multiplies it itself (the fused MoE router); null
+  // otherwise.
+  virtual const Tensor* device_weight() const { return nullptr; }
 };
 
 using DenseKernelRegistry = KernelRegistry<DenseLinearConfig, DenseLinearKernel>;

@@ -19,6 +19,11 @@ Tensor MoEKernel::run_device(const Tensor& x, const Tensor&) const {
        "fused-MoE kernel {} has no device path (input on {})", name(), x.device().str());
 }
 
+Tensor MoEKernel::run_device_router(const Tensor& x, const Tensor&) const {
+  fail("kernel.device", {}, "pass the router's logits (run_device)",
+       "fused-MoE kernel {} does not route from the router's weight at {} tokens", name(), x.size(0));
+}
+
 std::string MoEKernel::device_host_wait(int64_t) const {
   return fmt::format("fused-MoE kernel {} does not say that its device path avoids host waits", name());
 }

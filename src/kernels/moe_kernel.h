@@ -87,6 +87,12 @@ class MoEKernel {
   // kernel's device; returns this rank's partial output F32 [T, H] on the device, routed with
   // top_k and renormalize of the config. Host kernels refuse (kernel.device).
   virtual Tensor run_device(const Tensor& x, const Tensor& router_logits) const;
+  // Whether run_device_router takes `tokens` tokens: the kernel multiplies the router itself inside its routing.
+  virtual bool routes_from_weight(int64_t tokens) const { return false; }
+  // run_device with the router's weight [E, H] (the act dtype, on the kernel's device) instead of its logits: the
+  // logits x · weightᵀ (F32 sums rounded to the act dtype, as the router's linear layer rounds them) never leave the
+  // routing. Only where routes_from_weight(T); refused otherwise (kernel.device).
+  virtual Tensor run_device_router(const Tensor& x, const Tensor& router_weight) const;
   // Why run_device on `tokens` tokens waits for the host (e.g. reads the expert counts there), which
   // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: it waits.
   virtual std::string device_host_wait(int64_t tokens) const;

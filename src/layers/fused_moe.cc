@@ -74,25 +74,45 @@ Tensor FusedMoE::forward(const Tensor& x, const Tensor& router_logits) {
   return forward(x, select_experts(router_logits, spec_.top_k, spec_.renormalize));
 }
 
-Tensor FusedMoE::forward_device(const Tensor& x, const Tensor& router_logits) {
-  const ErrorContext where{.file = {}, .tensor = {}, .layer = prefix()};
+void FusedMoE::check_device_input(const Tensor& x) const {
   if (x.dim() != 2 || x.size(1) != spec_.hidden_size || x.dtype() != ctx_.act_dtype || x.device() != ctx_.device)
-    fail("layer.input_shape", where, "", "expects {}[T, {}] input on {}, got {}", dtype_name(ctx_.act_dtype),
-         spec_.hidden_size, ctx_.device.str(), x.str());
-  const DType lt = router_logits.dtype();
-  if (router_logits.dim() != 2 || router_logits.size(0) != x.size(0) || router_logits.size(1) != spec_.num_experts ||
-      (lt != DType::F32 && lt != DType::F16 && lt != DType::BF16) || router_logits.device() != ctx_.device)
-    fail("layer.input_shape", where, "", "expects F32, F16 or BF16 router logits [{}, {}] on {}, got {}", x.size(0),
-         spec_.num_experts, ctx_.device.str(), router_logits.str());
-  if (!finalized_) finalize();
-  Tensor y = method_->apply_device(*this, x.contiguous(), router_logits.contiguous());
+    fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "",
+         "expects {}[T, {}] input on {}, got {}", dtype_name(ctx_.act_dtype), spec_.hidden_size, ctx_.device.str(),
+         x.str());
+}
+
+Tensor FusedMoE::reduced(Tensor y) {
   if (tp_.size > 1 && spec_.reduce_results) {
     if (!tp_.comm)
-      fail("layer.no_comm", where, "pass a TpContext with a communicator",
+      fail("layer.no_comm", {.file = {}, .tensor = {}, .layer = prefix()}, "pass a TpContext with a communicator",
            "fused MoE layer at tensor-parallel size {} has no communicator to reduce its results", tp_.size);
     tp_.comm->all_reduce_sum(y);
   }
   return y;
+}
+
+Tensor FusedMoE::forward_device(const Tensor& x, const Tensor& router_logits) {
+  check_device_input(x);
+  const DType lt = router_logits.dtype();
+  if (router_logits.dim() != 2 || router_logits.size(0) != x.size(0) || router_logits.size(1) != spec_.num_experts ||
+      (lt != DType::F32 && lt != DType::F16 && lt != DType::BF16) || router_logits.device() != ctx_.device)
+    fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "",
+         "expects F32, F16 or BF16 router logits [{}, {}] on {}, got {}", x.size(0), spec_.num_experts,
+         ctx_.device.str(), router_logits.str());
+  if (!finalized_) finalize();
+  return reduced(method_->apply_device(*this, x.contiguous(), router_logits.contiguous()));
+}
+
+Tensor FusedMoE::forward_router_weight(const Tensor& x, const Tensor& router_weight) {
+  check_device_input(x);
+  if (router_weight.dim() != 2 || router_weight.size(0) != spec_.num_experts ||
+      router_weight.size(1) != spec_.hidden_size || router_weight.dtype() != ctx_.act_dtype ||
+      router_weight.device() != ctx_.device || !router_weight.is_contiguous())
+    fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "",
+         "expects a contiguous {} router weight [{}, {}] on {}, got {}", dtype_name(ctx_.act_dtype), spec_.num_experts,
+         spec_.hidden_size, ctx_.device.str(), router_weight.str());
+  if (!finalized_) finalize();
+  return reduced(method_->apply_device_router(*this, x.contiguous(), router_weight));
 }
 
 Tensor FusedMoE::forward(const Tensor& x, const MoERouting& routing) {
@@ -101,14 +121,7 @@ Tensor FusedMoE::forward(const Tensor& x, const MoERouting& routing) {
          spec_.hidden_size, x.str());
   QLM_CHECK(routing.tokens == x.size(0) && routing.num_experts == spec_.num_experts);
   if (!finalized_) finalize();
-  Tensor y = method_->apply(*this, x.contiguous(), routing);
-  if (tp_.size > 1 && spec_.reduce_results) {
-    if (!tp_.comm)
-      fail("layer.no_comm", {.file = {}, .tensor = {}, .layer = prefix()}, "pass a TpContext with a communicator",
-           "fused MoE layer at tensor-parallel size {} has no communicator to reduce its results", tp_.size);
-    tp_.comm->all_reduce_sum(y);
-  }
-  return y;
+  return reduced(method_->apply(*this, x.contiguous(), routing));
 }
 
 }  // namespace qlm

@@ -92,6 +92,10 @@ class FusedMoE {
   // device: x in the context's act dtype, logits F32 / F16 / BF16 on the same device, routed there;
   // the output is F32 on the device.
   Tensor forward(const Tensor& x, const Tensor& router_logits);
+  // The device forward with the router's weight [E, H] (act dtype, same device) instead of its logits, where
+  // routes_from_weight(T): the kernel computes the logits inside its routing (one launch fewer at decode).
+  bool routes_from_weight(int64_t tokens) const { return finalized_ && method_->routes_from_weight(tokens); }
+  Tensor forward_router_weight(const Tensor& x, const Tensor& router_weight);
   // The same with a routing computed elsewhere (tests, other routers).
   Tensor forward(const Tensor& x, const MoERouting& routing);
   // Why the device forward on `tokens` tokens waits for the host (MoEMethod::device_host_wait);
@@ -100,6 +104,8 @@ class FusedMoE {
 
  private:
   Tensor forward_device(const Tensor& x, const Tensor& router_logits);
+  void check_device_input(const Tensor& x) const;
+  Tensor reduced(Tensor y);  // the tensor-parallel sum where spec.reduce_results
   FusedMoESpec spec_;
   QuantContext ctx_;
   TpContext tp_;

@@ -84,6 +84,9 @@ class LinearLayer {
   // y[M, N_p] (or [M, N] for row-parallel after the reduction) = x · W + bias.
   Tensor forward(const Tensor& x);
 
+  // The prepared weight [N_p, K_p] of an unquantized layer kept plainly on its device (LinearMethod::
+  // dense_device_weight), null otherwise; finalize() first.
+  const Tensor* dense_device_weight() const { return method_->dense_device_weight(); }
   LinearMethod& method() { return *method_; }
   const LinearMethod& method() const { return *method_; }
   // Set by the method in create_weights: which kernel runs this layer and why not the others.

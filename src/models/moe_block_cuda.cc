@@ -1,6 +1,7 @@
-// MoEBlock on a CUDA device: the router's logits stay on the device, FusedMoE routes and runs the
-// experts there (kernels/cuda/moe_cuda.cc), and Qwen2-MoE's shared expert is added with its sigmoid
-// gate before the one tensor-parallel reduction. The output is F32 (the residual stream's dtype).
+// MoEBlock on a CUDA device: the router's logits stay on the device (at decode they are computed inside the
+// routing kernel), FusedMoE routes and runs the experts there (kernels/cuda/moe_cuda.cc), and Qwen2-MoE's shared
+// expert is added with its sigmoid gate before the one tensor-parallel reduction. The output is F32 (the residual
+// stream's dtype).
 #include "models/moe_block.h"
 
 #ifdef QLM_WITH_CUDA
@@ -13,7 +14,13 @@ namespace qlm::models {
 #ifdef QLM_WITH_CUDA
 
 Tensor MoEBlock::forward_device(const Tensor& h) {
-  Tensor y = experts_->forward(h, router_->forward(h));
+  // At decode the MoE kernel multiplies the router itself inside its routing (one launch instead of the router's
+  // GEMM and the routing); the router never has a bias in the supported models, but one would keep it separate.
+  const Tensor* router_weight = router_->dense_device_weight();
+  const bool fused_router = router_weight != nullptr && router_->find_param("bias") == nullptr && h.is_contiguous() &&
+                            experts_->routes_from_weight(h.size(0));
+  Tensor y =
+      fused_router ? experts_->forward_router_weight(h, *router_weight) : experts_->forward(h, router_->forward(h));
   if (!shared_gate_up_) return y;
   const Tensor shared = shared_down_->forward(ops::cu::silu_and_mul(shared_gate_up_->forward(h)));
   ops::cu::add_sigmoid_gated(y, shared, shared_gate_->forward(h));

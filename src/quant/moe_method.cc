@@ -11,6 +11,11 @@ Tensor MoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor&) 
        "MoE method {} has no device path (input on {})", name(), x.device().str());
 }
 
+Tensor MoEMethod::apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor&) {
+  fail("kernel.device", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "pass the router's logits",
+       "MoE method {} does not route from the router's weight ({} tokens)", name(), x.size(0));
+}
+
 std::string MoEMethod::device_host_wait(int64_t) const {
   return fmt::format("MoE method {} does not say that its device path avoids host waits", name());
 }
@@ -164,6 +169,18 @@ Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const
          "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
          layer.prefix());
   return kernel_->run_device(x, router_logits);
+}
+
+bool ExpertwiseMoEMethod::routes_from_weight(int64_t tokens) const {
+  return prepared_ && kernel_ && kernel_->routes_from_weight(tokens);
+}
+
+Tensor ExpertwiseMoEMethod::apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight) {
+  if (!prepared_)
+    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
+         "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
+         layer.prefix());
+  return kernel_->run_device_router(x, router_weight);
 }
 
 std::string ExpertwiseMoEMethod::device_host_wait(int64_t tokens) const {

@@ -59,6 +59,8 @@ class LinearMethod {
   // Online quantization (vLLM's uses_meta_device): the loader finalizes the layer as soon as its
   // last tensor arrived, so its float weights are quantized and released before the next layer's.
   virtual bool uses_meta_device() const { return false; }
+  // An unquantized layer's prepared weight (DenseLinearKernel::device_weight), null for every other method.
+  virtual const Tensor* dense_device_weight() const { return nullptr; }
 };
 
 // Fused mixture-of-experts (layers/fused_moe.h, FORMATS.md §8). The default of every config is the
@@ -82,6 +84,10 @@ class MoEMethod {
   // The same on a device: x [T, H] in the act dtype and router logits [T, E] on the layer's device;
   // routes there and returns the partial output F32 [T, H] on the device. Default: refused.
   virtual Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits);
+  // The same from the router's weight [E, H] (act dtype, same device) where routes_from_weight(T) says the kernel
+  // multiplies the router inside its routing (MoEKernel::run_device_router). Default: never; refused.
+  virtual bool routes_from_weight(int64_t tokens) const { return false; }
+  virtual Tensor apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight);
   // Why apply_device on `tokens` tokens waits for the host (reads device results there), which
   // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: waits.
   virtual std::string device_host_wait(int64_t tokens) const;

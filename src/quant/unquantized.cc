@@ -46,6 +46,8 @@ class UnquantizedLinearMethod final : public LinearMethod {
 
   std::string describe() const override { return fmt::format("dense {}", dtype_name(config_.weight_dtype)); }
 
+  const Tensor* dense_device_weight() const override { return kernel_ ? kernel_->device_weight() : nullptr; }
+
  private:
   DenseLinearConfig config_;
   DenseKernelRegistry::Entry entry_;

@@ -5,10 +5,12 @@
 // receiving every token and expert 3 none, outputs taken from NaN-poisoned memory, BF16 and F32
 // activations (WNA16 also F16, and BF16 with the CUDA-core GEMV forced instead of the tensor-core kernel); also routing
 // without renormalisation, NaN weights in an expert without tokens, WNA16 expert weights held once (no linear kernel
-// per expert), and host input refused. Skipped without a visible GPU.
+// per expert), host input refused, and the router folded into the routing (decode) against the logits path. Skipped
+// without a visible GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -184,6 +186,57 @@ TEST(CudaMoe, Wna16ExpertWeightsAreHeldOnce) {
       }
     }
     check_tokens(*layer->moe, c, ck, 300, DType::BF16, true, 0.01);
+  }
+}
+
+// The router folded into the routing (FusedMoE::forward_router_weight, what the model runs at decode) against the same
+// layer fed the router's logits: x and the router weight hold small integers times powers of two, so the logits are
+// exact in any order of summation and both paths route the same; the outputs must be the same bits. Unquantized
+// experts (per expert) and GPTQ (grouped tensor cores), BF16 and F16, 1 to 4 tokens; 5 tokens and a router weight of
+// the wrong shape are refused.
+TEST(CudaMoe, RouterFoldedIntoTheRoutingMatchesTheLogitsPath) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> small(-3, 3);
+  const auto small_values = [&](int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = static_cast<float>(small(rng)) * scale;
+    return v;
+  };
+  for (int index : {0, 2}) {
+    const Case c = cases()[static_cast<size_t>(index)];
+    auto cfg = c.config_json.empty() ? nullptr : make_quant_config(c.config_json);
+    const Checkpoint ck = make_checkpoint(c);
+    for (const DType act : {DType::BF16, DType::F16}) {
+      auto layer = load_gpu_layer(cfg.get(), ck, act, c.dtype);
+      FusedMoE& moe = *layer->moe;
+      if (!moe.routes_from_weight(1)) GTEST_SKIP() << "the MoE kernel does not fold the router on this GPU";
+      const std::vector<float> w = small_values(kE * kH, 1.0f / 64);
+      const Tensor wd = on_gpu(w, {kE, kH}, act);
+      for (int64_t T : {1, 3, 4}) {
+        const std::string what = c.name + " " + std::string(dtype_name(act)) + " T=" + std::to_string(T);
+        ASSERT_TRUE(moe.routes_from_weight(T)) << what;
+        const std::vector<float> x = small_values(T * kH, 0.25f);
+        std::vector<float> logits(static_cast<size_t>(T * kE));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t e = 0; e < kE; ++e) {
+            double sum = 0;
+            for (int64_t h = 0; h < kH; ++h) sum += static_cast<double>(x[t * kH + h]) * w[e * kH + h];
+            logits[t * kE + e] = static_cast<float>(sum);
+          }
+        const Tensor xd = on_gpu(x, {T, kH}, act);
+        const std::vector<float> want =
+            moe.forward(xd, on_gpu(logits, {T, kE}, act)).to_device(Device::cpu()).to_float_vector();
+        poison_output_block(T);
+        const std::vector<float> got = moe.forward_router_weight(xd, wd).to_device(Device::cpu()).to_float_vector();
+        EXPECT_EQ(got, want) << what;
+      }
+      EXPECT_FALSE(moe.routes_from_weight(5));
+      EXPECT_QLM_ERROR(moe.forward_router_weight(on_gpu(small_values(5 * kH, 1), {5, kH}, act), wd), "kernel.device",
+                       "router's weight");
+      EXPECT_QLM_ERROR(moe.forward_router_weight(on_gpu(small_values(kH, 1), {1, kH}, act), on_gpu(w, {kH, kE}, act)),
+                       "layer.input_shape", "router weight");
+    }
   }
 }
 

@@ -104,6 +104,7 @@ class DenseCublasKernel final : public DenseLinearKernel {
   }
 
   size_t weight_bytes() const override { return w_.defined() ? w_.nbytes() : 0; }
+  const Tensor* device_weight() const override { return w_.defined() ? &w_ : nullptr; }
 
  private:
   DenseLinearConfig c_;

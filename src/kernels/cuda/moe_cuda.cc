@@ -2,7 +2,8 @@
 //   1. router: softmax top-k (renormalised or not) per token (launch_moe_route);
 //   2. grouping: counts per expert, prefix sums, the permutation of slots into expert order
 //      (launch_moe_align; up to kMoeRouteAlignMaxTokens tokens, steps 1 and 2 are one launch:
-//      launch_moe_route_align), rows gathered in that order;
+//      launch_moe_route_align; at 1-4 tokens with F16 / BF16 activations the router's GEMV too, from its weight:
+//      run_device_router, launch_moe_router_route_align), rows gathered in that order;
 //   3. experts: WNA16 experts (GPTQ / AWQ / compressed-tensors, 2/3/4/8-bit, zero points, act-order)
 //      with few rows per expert on average run grouped: one launch for the w13 GEMM of all experts,
 //      one for SiLU·mul (gathered into w2's row order), one for the w2 GEMM (moe_wna16_kernels.h),
@@ -215,51 +216,64 @@ class CudaGroupedMoE final : public MoEKernel {
   }
 
   Tensor run_device(const Tensor& x, const Tensor& logits) const override {
-    const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;
-    QLM_CHECK(x.dim() == 2 && x.size(1) == H && x.dtype() == cfg_.act_dtype && x.device() == cfg_.device &&
-              x.is_contiguous());
+    const int64_t T = x.size(0), E = cfg_.num_experts;
     QLM_CHECK(logits.dim() == 2 && logits.size(0) == T && logits.size(1) == E && logits.device() == cfg_.device &&
               logits.is_contiguous());
-    const Device dev = cfg_.device;
-    cuda::Context& ctx = cuda::context(dev.index);
-    Tensor y = Tensor::empty({T, H}, DType::F32, dev);
-    if (T == 0) return y;
-    Tensor ids = Tensor::empty({R}, DType::I32, dev);
-    const GroupedPlan pl = plan(T);
-    const int64_t tile_m = pl.grouped ? pl.tile_m : 1;
-    // The grid's height (blocks past the real count leave at once).
-    const int64_t max_tiles = ops::cu::moe_max_tiles(R, E, tile_m);
-    Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
-             .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
-             .row_token = Tensor::empty({R}, DType::I32, dev),
-             .slot_row = Tensor::empty({R}, DType::I32, dev),
-             .row_expert = Tensor::empty({R}, DType::I32, dev),
-             .tile_expert = Tensor::empty({max_tiles}, DType::I32, dev),
-             .weights = Tensor::empty({R}, DType::F32, dev),
-             .tile_m = tile_m,
-             .max_tiles = max_tiles};
-    const ops::cu::ElemType logits_type = ops::cu::elem_type(logits.dtype());
-    static const bool route_align = env_switch_on("QLM_MOE_ROUTE_ALIGN");  // 0: two launches (A/B measurements)
-    if (route_align && T <= ops::cu::kMoeRouteAlignMaxTokens) {            // one launch for both
-      QLM_CUDA_CHECK(ops::cu::launch_moe_route_align(
-          logits.raw_data(), logits_type, T, E, k, cfg_.renormalize, r.tile_m, ids.data<int32_t>(),
-          r.weights.data<float>(), r.offsets.data<int32_t>(), r.tile_offsets.data<int32_t>(),
-          r.row_token.data<int32_t>(), r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
-          r.tile_expert.data<int32_t>(), ctx.stream));
-    } else {
-      QLM_CUDA_CHECK(ops::cu::launch_moe_route(logits.raw_data(), logits_type, T, E, k, cfg_.renormalize,
-                                               ids.data<int32_t>(), r.weights.data<float>(), ctx.stream));
-      QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), R, k, E, r.tile_m, r.offsets.data<int32_t>(),
-                                               r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
-                                               r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
-                                               r.tile_expert.data<int32_t>(), ctx.stream));
-    }
-    if (pl.grouped) {
-      run_grouped(x, r, pl.mma, y, ctx);
-    } else {
-      run_per_expert(x, r, y, ctx);
-    }
-    return y;
+    return route_and_run(x, [&](Tensor& ids, Routed& r, cudaStream_t stream) {
+      const int64_t k = cfg_.top_k;
+      const ops::cu::ElemType logits_type = ops::cu::elem_type(logits.dtype());
+      static const bool route_align = env_switch_on("QLM_MOE_ROUTE_ALIGN");  // 0: two launches (A/B measurements)
+      if (route_align && T <= ops::cu::kMoeRouteAlignMaxTokens) {            // one launch for both
+        QLM_CUDA_CHECK(ops::cu::launch_moe_route_align(
+            logits.raw_data(), logits_type, T, E, k, cfg_.renormalize, r.tile_m, ids.data<int32_t>(),
+            r.weights.data<float>(), r.offsets.data<int32_t>(), r.tile_offsets.data<int32_t>(),
+            r.row_token.data<int32_t>(), r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
+            r.tile_expert.data<int32_t>(), stream));
+      } else {
+        QLM_CUDA_CHECK(ops::cu::launch_moe_route(logits.raw_data(), logits_type, T, E, k, cfg_.renormalize,
+                                                 ids.data<int32_t>(), r.weights.data<float>(), stream));
+        QLM_CUDA_CHECK(ops::cu::launch_moe_align(ids.data<int32_t>(), T * k, k, E, r.tile_m, r.offsets.data<int32_t>(),
+                                                 r.tile_offsets.data<int32_t>(), r.row_token.data<int32_t>(),
+                                                 r.slot_row.data<int32_t>(), r.row_expert.data<int32_t>(),
+                                                 r.tile_expert.data<int32_t>(), stream));
+      }
+    });
+  }
+
+  // QLM_MOE_FUSED_ROUTER=0 keeps the router a linear layer of its own (A/B measurements).
+  bool routes_from_weight(int64_t tokens) const override {
+    static const bool fused = env_switch_on("QLM_MOE_FUSED_ROUTER");
+    return fused && ops::cu::moe_router_route_align_ok(ops::cu::elem_type(cfg_.act_dtype), tokens, cfg_.hidden_size,
+                                                       cfg_.num_experts, cfg_.top_k);
+  }
+
+  Tensor run_device_router(const Tensor& x, const Tensor& router_weight) const override {
+    const int64_t T = x.size(0);
+    if (!routes_from_weight(T)) return MoEKernel::run_device_router(x, router_weight);
+    QLM_CHECK(router_weight.dim() == 2 && router_weight.size(0) == cfg_.num_experts &&
+              router_weight.size(1) == cfg_.hidden_size && router_weight.dtype() == cfg_.act_dtype &&
+              router_weight.device() == cfg_.device && router_weight.is_contiguous());
+    return route_and_run(x, [&](Tensor& ids, Routed& r, cudaStream_t stream) {
+      ops::cu::MoeRouterRouteAlignArgs a;
+      a.x = x.raw_data();
+      a.w = router_weight.raw_data();
+      a.type = ops::cu::elem_type(cfg_.act_dtype);
+      a.tokens = T;
+      a.hidden = cfg_.hidden_size;
+      a.experts = cfg_.num_experts;
+      a.top_k = cfg_.top_k;
+      a.renormalize = cfg_.renormalize;
+      a.tile_m = r.tile_m;
+      a.ids = ids.data<int32_t>();
+      a.weights = r.weights.data<float>();
+      a.offsets = r.offsets.data<int32_t>();
+      a.tile_offsets = r.tile_offsets.data<int32_t>();
+      a.row_token = r.row_token.data<int32_t>();
+      a.slot_row = r.slot_row.data<int32_t>();
+      a.row_expert = r.row_expert.data<int32_t>();
+      a.tile_expert = r.tile_expert.data<int32_t>();
+      QLM_CUDA_CHECK(ops::cu::launch_moe_router_route_align(a, stream));
+    });
   }
 
  private:
@@ -294,6 +308,40 @@ class CudaGroupedMoE final : public MoEKernel {
     Tensor offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert, weights;
     int64_t tile_m = 1, max_tiles = 0;
   };
+
+  // Allocates the routing's buffers, lets `route(ids, routed, stream)` fill them (the router and the grouping), then
+  // runs the experts and the combine: the partial output F32 [T, H] on the device.
+  template <typename Route>
+  Tensor route_and_run(const Tensor& x, Route&& route) const {
+    const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;
+    QLM_CHECK(x.dim() == 2 && x.size(1) == H && x.dtype() == cfg_.act_dtype && x.device() == cfg_.device &&
+              x.is_contiguous());
+    const Device dev = cfg_.device;
+    cuda::Context& ctx = cuda::context(dev.index);
+    Tensor y = Tensor::empty({T, H}, DType::F32, dev);
+    if (T == 0) return y;
+    Tensor ids = Tensor::empty({R}, DType::I32, dev);
+    const GroupedPlan pl = plan(T);
+    const int64_t tile_m = pl.grouped ? pl.tile_m : 1;
+    // The grid's height (blocks past the real count leave at once).
+    const int64_t max_tiles = ops::cu::moe_max_tiles(R, E, tile_m);
+    Routed r{.offsets = Tensor::empty({E + 1}, DType::I32, dev),
+             .tile_offsets = Tensor::empty({E + 1}, DType::I32, dev),
+             .row_token = Tensor::empty({R}, DType::I32, dev),
+             .slot_row = Tensor::empty({R}, DType::I32, dev),
+             .row_expert = Tensor::empty({R}, DType::I32, dev),
+             .tile_expert = Tensor::empty({max_tiles}, DType::I32, dev),
+             .weights = Tensor::empty({R}, DType::F32, dev),
+             .tile_m = tile_m,
+             .max_tiles = max_tiles};
+    route(ids, r, ctx.stream);
+    if (pl.grouped) {
+      run_grouped(x, r, pl.mma, y, ctx);
+    } else {
+      run_per_expert(x, r, y, ctx);
+    }
+    return y;
+  }
 
   void run_grouped(const Tensor& x, const Routed& r, bool mma, Tensor& y, cuda::Context& ctx) const {
     const int64_t T = x.size(0), H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.top_k, R = T * k;

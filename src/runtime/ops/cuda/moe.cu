@@ -1,7 +1,11 @@
 // Mixture-of-experts routing kernels: softmax top-k router, grouping by expert, row gather, weighted
 // combine, shared-expert gate. Declarations and contracts: moe_launch.h.
+#include <cooperative_groups.h>
+
+#include <algorithm>
 #include <climits>
 
+#include "kernels/cuda/device_attribute.h"
 #include "runtime/ops/cuda/elem.cuh"
 #include "runtime/ops/cuda/moe_launch.h"
 
@@ -41,13 +45,13 @@ constexpr int kRouteCached = 8;
 // l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts, in order of
 // decreasing logit, ties to the lower expert id. Each round takes the warp's largest key and, among the lanes
 // holding it, the lowest expert id (two redux instructions instead of five shuffle rounds).
-template <ElemType T>
-__device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
-                            float* weights) {
+// logit_of(e): token t's logit of expert e as a float, wherever the logits are (global memory, shared memory).
+template <typename LogitOf>
+__device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
+                                 float* weights) {
   const int lane = threadIdx.x & 31;
-  const int64_t base = t * experts;
   auto logit = [&](int e) {
-    const float v = load_elem<T>(logits, base + e);
+    const float v = logit_of(e);
     return isnan(v) ? -INFINITY : v;
   };
   float cached[kRouteCached];
@@ -67,8 +71,9 @@ __device__ void route_token(const void* logits, int64_t t, int experts, int top_
   each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
-  uint32_t taken = 0;
-  double my_p = 0;
+  // Round j leaves its winner with lane j; the lanes turn their winners into probabilities together afterwards (a
+  // double exp and division inside the rounds would lengthen every round's chain by theirs).
+  uint32_t taken = 0, my_key = 0;
   int my_e = 0;
   for (int j = 0; j < top_k; ++j) {
     uint32_t best = 0;  // below every logit's key: none yet
@@ -80,17 +85,22 @@ __device__ void route_token(const void* logits, int64_t t, int experts, int top_
     const uint32_t top = warp_extreme<true>(best);
     const int top_e = static_cast<int>(warp_extreme<false>(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
     if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
-    if (lane == j) {
-      my_p = exp(static_cast<double>(key_value(top)) - static_cast<double>(m)) / sum;
-      my_e = top_e;
-    }
+    if (lane == j) my_key = top, my_e = top_e;
   }
+  const double my_p = lane < top_k ? exp(static_cast<double>(key_value(my_key)) - static_cast<double>(m)) / sum : 0.0;
   double chosen = my_p;
   for (int off = 16; off > 0; off >>= 1) chosen += __shfl_xor_sync(0xffffffffu, chosen, off);
   if (lane < top_k) {
     ids[t * top_k + lane] = my_e;
     weights[t * top_k + lane] = static_cast<float>(renormalize ? my_p / chosen : my_p);
   }
+}
+
+template <ElemType T>
+__device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
+                            float* weights) {
+  route_token_with([&](int e) { return load_elem<T>(logits, t * experts + e); }, t, experts, top_k, renormalize, ids,
+                   weights);
 }
 
 template <ElemType T>
@@ -172,19 +182,160 @@ __global__ void __launch_bounds__(kAlignThreads)
   align_block(ids, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
 }
 
+// The ids of the tokens routed into shared memory (ids_s, from `shared` + 3 · experts: past align_block's part) go to
+// the output ids and, without a round trip through global memory, into the grouping. After a block barrier.
+__device__ void copy_ids_then_align(const int32_t* ids_s, int32_t* ids, int64_t slots, int64_t top_k, int experts,
+                                    int64_t tile_m, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
+                                    int32_t* slot_row, int32_t* row_expert, int32_t* tile_expert) {
+  for (int64_t s = threadIdx.x; s < slots; s += kAlignThreads) ids[s] = ids_s[s];
+  align_block(ids_s, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert,
+              tile_expert);
+}
+
 // Both in one block, for few tokens: its warps route the tokens (each warp's ids reach the whole block at the
-// barrier), then the block groups them.
+// barrier), then the block groups them. Dynamic shared memory: 3 · experts + tokens · top_k int32.
 template <ElemType T>
 __global__ void __launch_bounds__(kAlignThreads)
     route_align_kernel(const void* logits, int64_t tokens, int experts, int top_k, bool renormalize, int64_t tile_m,
                        int32_t* ids, float* weights, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
                        int32_t* slot_row, int32_t* row_expert, int32_t* tile_expert) {
+  extern __shared__ int32_t shared[];
+  int32_t* ids_s = shared + 3 * experts;
   pdl_enter();
   for (int64_t t = threadIdx.x / 32; t < tokens; t += kAlignThreads / 32)
-    route_token<T>(logits, t, experts, top_k, renormalize, ids, weights);
+    route_token<T>(logits, t, experts, top_k, renormalize, ids_s, weights);
   __syncthreads();
-  align_block(ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert,
-              tile_expert);
+  copy_ids_then_align(ids_s, ids, tokens * top_k, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row,
+                      row_expert, tile_expert);
+}
+
+// launch_moe_router_route_align. Row r = e · parts + p of the GEMV is part p (a run of `span` 16-byte vectors of
+// hidden) of expert e's weight row; warp g of the cluster (block g / 32, warp g % 32) takes rows g, g + warps, ...
+// Dynamic shared memory, int32 / float entries: [3 · experts] align_block's, [tokens · rows] the partial sums (each
+// block fills its own rows), [tokens · experts] the logits and [tokens · top_k] the ids (block 0).
+constexpr int kRouterWarps = kAlignThreads / 32;
+constexpr int kRouterClusterWarps = kMoeRouterClusterBlocks * kRouterWarps;
+constexpr int kRouterCached = 4;  // a lane's first vectors of a row, requested together (all of a 2048-wide part)
+
+// x rounded to T and back, as the router's linear layer stores its output.
+template <ElemType T>
+__device__ __forceinline__ float round_to(float x) {
+  if constexpr (T == ElemType::BF16)
+    return __bfloat162float(__float2bfloat16_rn(x));
+  else
+    return __half2float(__float2half_rn(x));
+}
+
+template <ElemType T>
+__device__ __forceinline__ float vec_dot(const uint4& a, const uint4& b, float acc) {
+  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float a0, a1, b0, b1;
+    if constexpr (T == ElemType::BF16) {
+      a0 = __uint_as_float(aw[i] << 16), a1 = __uint_as_float(aw[i] & 0xffff0000u);
+      b0 = __uint_as_float(bw[i] << 16), b1 = __uint_as_float(bw[i] & 0xffff0000u);
+    } else {
+      const float2 af = __half22float2(*reinterpret_cast<const __half2*>(&aw[i]));
+      const float2 bf = __half22float2(*reinterpret_cast<const __half2*>(&bw[i]));
+      a0 = af.x, a1 = af.y, b0 = bf.x, b1 = bf.y;
+    }
+    acc = fmaf(a0, b0, acc);
+    acc = fmaf(a1, b1, acc);
+  }
+  return acc;
+}
+
+template <ElemType T>
+__global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRouterRouteAlignArgs a, int parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int E = static_cast<int>(a.experts), T_ = static_cast<int>(a.tokens);
+  const int rows = E * parts;
+  const int64_t vecs = a.hidden / 8, span = (vecs + parts - 1) / parts;
+  extern __shared__ int32_t shared[];
+  float* partial = reinterpret_cast<float*>(shared + 3 * E);
+  float* logits = partial + T_ * rows;
+  const uint4* w = static_cast<const uint4*>(a.w);
+  const uint4* x = static_cast<const uint4*>(a.x);
+  const int g = rank * kRouterWarps + (tid >> 5);
+
+  uint4 cached[kRouterCached];
+  const auto request = [&](int r) {
+    const int64_t v0 = (r % parts) * span, v1 = min(v0 + span, vecs);
+    const uint4* row = w + static_cast<int64_t>(r / parts) * vecs;
+#pragma unroll
+    for (int i = 0; i < kRouterCached; ++i) {
+      const int64_t v = v0 + lane + 32 * i;
+      if (v < v1) cached[i] = __ldg(row + v);
+    }
+  };
+  const bool probe = a.probe != nullptr && rank == 0 && tid == 0;
+  if (probe) a.probe[0] = clock64();
+  if (g < rows) request(g);
+  pdl_enter();
+  if (probe) a.probe[1] = clock64();
+  for (int r = g; r < rows; r += kRouterClusterWarps) {
+    if (r != g) request(r);
+    const int64_t v0 = (r % parts) * span, v1 = min(v0 + span, vecs);
+    const uint4* row = w + static_cast<int64_t>(r / parts) * vecs;
+    float acc[kMoeRouterMaxTokens] = {};
+#pragma unroll
+    for (int i = 0; i < kRouterCached; ++i) {
+      const int64_t v = v0 + lane + 32 * i;
+      if (v < v1) {
+#pragma unroll
+        for (int t = 0; t < kMoeRouterMaxTokens; ++t)
+          if (t < T_) acc[t] = vec_dot<T>(cached[i], x[t * vecs + v], acc[t]);
+      }
+    }
+    for (int64_t v = v0 + lane + 32 * kRouterCached; v < v1; v += 32) {
+      const uint4 wv = __ldg(row + v);
+#pragma unroll
+      for (int t = 0; t < kMoeRouterMaxTokens; ++t)
+        if (t < T_) acc[t] = vec_dot<T>(wv, x[t * vecs + v], acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < kMoeRouterMaxTokens; ++t) {
+      if (t >= T_) break;
+      float sum = acc[t];
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      if (lane == 0) partial[t * rows + r] = sum;
+    }
+  }
+  if (probe) a.probe[2] = clock64();
+  cluster.sync();  // every block's partial sums written
+  if (probe) a.probe[3] = clock64();
+  if (rank == 0) {
+    for (int i = tid; i < T_ * E; i += kAlignThreads) {
+      const int t = i / E, e = i - t * E;
+      float sum = 0.0f;
+      for (int p = 0; p < parts; ++p) {
+        const int r = e * parts + p;
+        sum += *cluster.map_shared_rank(partial + t * rows + r, (r % kRouterClusterWarps) / kRouterWarps);
+      }
+      logits[i] = round_to<T>(sum);
+    }
+  }
+  if (probe) a.probe[4] = clock64();
+  cluster.sync();  // the other blocks keep their shared memory until block 0 has read it
+  if (probe) a.probe[5] = clock64();
+  if (rank != 0) return;
+  int32_t* ids_s = reinterpret_cast<int32_t*>(logits + T_ * E);
+  for (int t = tid >> 5; t < T_; t += kRouterWarps)
+    route_token_with([&](int e) { return logits[t * E + e]; }, t, E, static_cast<int>(a.top_k), a.renormalize, ids_s,
+                     a.weights);
+  __syncthreads();
+  if (probe) a.probe[6] = clock64();
+  copy_ids_then_align(ids_s, a.ids, a.tokens * a.top_k, a.top_k, E, a.tile_m, a.offsets, a.tile_offsets, a.row_token,
+                      a.slot_row, a.row_expert, a.tile_expert);
+  if (probe) a.probe[7] = clock64();
+#else
+  __trap();  // sm_90 only: the host never launches it elsewhere (moe_router_route_align_ok)
+#endif
 }
 
 template <ElemType T>
@@ -290,12 +441,40 @@ cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t to
                                    int32_t* tile_expert, cudaStream_t stream) {
   if (!routing_args_ok(experts, top_k) || tile_m < 1 || tokens < 1 || tokens > kMoeRouteAlignMaxTokens)
     return cudaErrorInvalidValue;
-  const size_t smem = 3 * static_cast<size_t>(experts) * sizeof(int32_t);
+  const size_t smem = static_cast<size_t>(3 * experts + tokens * top_k) * sizeof(int32_t);
   return dispatch(type, [&](auto tag) {
     launch_pdl(route_align_kernel<decltype(tag)::value>, 1, kAlignThreads, smem, stream, logits, tokens,
                static_cast<int>(experts), static_cast<int>(top_k), renormalize, tile_m, ids, weights, offsets,
                tile_offsets, row_token, slot_row, row_expert, tile_expert);
   });
+}
+
+bool moe_router_route_align_ok(ElemType type, int64_t tokens, int64_t hidden, int64_t experts, int64_t top_k) {
+  return (type == ElemType::BF16 || type == ElemType::F16) && tokens >= 1 && tokens <= kMoeRouterMaxTokens &&
+         hidden >= 8 && hidden % 8 == 0 && routing_args_ok(experts, top_k) &&
+         qlm::cuda::current_device_attribute_at_least<cudaDevAttrClusterLaunch, 1>();
+}
+
+cudaError_t launch_moe_router_route_align(const MoeRouterRouteAlignArgs& a, cudaStream_t stream) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!moe_router_route_align_ok(a.type, a.tokens, a.hidden, a.experts, a.top_k) || a.tile_m < 1 || !aligned(a.x) ||
+      !aligned(a.w))
+    return cudaErrorInvalidValue;
+  // Parts per expert row: enough rows for every warp of the cluster, each part at least one vector a lane.
+  const int64_t vecs = a.hidden / 8;
+  int64_t parts = std::max<int64_t>(1, kRouterClusterWarps / a.experts);
+  parts = std::min(parts, std::max<int64_t>(1, vecs / 32));
+  const int64_t rows = a.experts * parts;
+  const size_t smem = sizeof(int32_t) *
+                      static_cast<size_t>(3 * a.experts + a.tokens * rows + a.tokens * a.experts + a.tokens * a.top_k);
+  const auto launch = [&](auto kernel) {
+    return qlm::cuda::launch_pdl_cluster_if(qlm::cuda::pdl_launches(), kMoeRouterClusterBlocks, kernel,
+                                            dim3(kMoeRouterClusterBlocks), dim3(kAlignThreads), smem, stream, a,
+                                            static_cast<int>(parts));
+  };
+  const cudaError_t launched = a.type == ElemType::BF16 ? launch(router_route_align_kernel<ElemType::BF16>)
+                                                        : launch(router_route_align_kernel<ElemType::F16>);
+  return launched != cudaSuccess ? launched : cudaGetLastError();
 }
 
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,

@@ -48,6 +48,35 @@ cudaError_t launch_moe_route_align(const void* logits, ElemType type, int64_t to
                                    int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row, int32_t* row_expert,
                                    int32_t* tile_expert, cudaStream_t stream);
 
+// The router folded into launch_moe_route_align, for 1 to kMoeRouterMaxTokens tokens (decode): logits = x · wᵀ
+// (x [tokens, hidden] and the router's weight w [experts, hidden] in `type`, F16 or BF16, 16-byte aligned rows
+// with hidden a multiple of 8; F32 sums rounded to `type`, as the router's linear layer rounds its output), then
+// the same routing and grouping, in one cluster of kMoeRouterClusterBlocks blocks (sm_90): every block multiplies
+// a share of the (expert, part of hidden) rows, block 0 adds the parts in a fixed order and routes. The weight
+// rows are requested before the wait for the previous kernel (nothing earlier writes them). Outputs as
+// launch_moe_route_align. moe_router_route_align_ok says whether the arguments fit it.
+inline constexpr int64_t kMoeRouterMaxTokens = 4;
+inline constexpr int kMoeRouterClusterBlocks = 8;
+struct MoeRouterRouteAlignArgs {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  ElemType type = ElemType::BF16;
+  int64_t tokens = 0, hidden = 0, experts = 0, top_k = 0;
+  bool renormalize = false;
+  int64_t tile_m = 1;
+  int32_t* ids = nullptr;
+  float* weights = nullptr;
+  int32_t *offsets = nullptr, *tile_offsets = nullptr, *row_token = nullptr, *slot_row = nullptr, *row_expert = nullptr,
+          *tile_expert = nullptr;
+  // Investigation only (tests): where set, thread 0 of block 0 writes the SM clock (clock64) at the kernel's phases:
+  // [0] entry, [1] past the wait, [2] its warp's GEMV rows done, [3] the cluster's partial sums ready, [4] its logits
+  // added, [5] the cluster released, [6] the tokens routed, [7] grouped.
+  int64_t* probe = nullptr;
+};
+// Shapes and types only (no pointers): what the caller checks before choosing this path.
+bool moe_router_route_align_ok(ElemType type, int64_t tokens, int64_t hidden, int64_t experts, int64_t top_k);
+cudaError_t launch_moe_router_route_align(const MoeRouterRouteAlignArgs& a, cudaStream_t stream);
+
 // out[r, :] = x[row_token[r], :] for `rows` rows of `width` elements of `type`.
 cudaError_t launch_moe_gather_rows(const void* x, ElemType type, const int32_t* row_token, int64_t rows, int64_t width,
                                    void* out, cudaStream_t stream);
