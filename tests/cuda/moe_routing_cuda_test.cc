@@ -270,7 +270,7 @@ TEST(CudaMoeRouting, DISABLED_FusedRouterPhases) {
     const Tensor xd = Tensor::zeros({sh.T, sh.H}, DType::BF16).to_device(gpu);
     const Tensor wd = Tensor::zeros({sh.E, sh.H}, DType::BF16).to_device(gpu);
     Grouping g(sh.E, sh.T * sh.k, 1);
-    Tensor probe = Tensor::zeros({8}, DType::I64).to_device(gpu);
+    Tensor probe = Tensor::zeros({14}, DType::I64).to_device(gpu);
     ops::cu::MoeRouterRouteAlignArgs a;
     a.x = xd.raw_data();
     a.w = wd.raw_data();
@@ -288,20 +288,26 @@ TEST(CudaMoeRouting, DISABLED_FusedRouterPhases) {
     a.row_expert = g.row_expert.data<int32_t>();
     a.tile_expert = g.tile_expert.data<int32_t>();
     a.probe = probe.data<int64_t>();
-    std::vector<std::vector<int64_t>> deltas(7);
+    std::vector<std::vector<int64_t>> deltas(7), route(6);
     for (int i = 0; i < 50; ++i) {
       ASSERT_EQ(ops::cu::launch_moe_router_route_align(a, stream), cudaSuccess);
       const std::vector<int64_t> c = host<int64_t>(probe);
       for (size_t p = 0; p < 7; ++p) deltas[p].push_back(c[p + 1] - c[p]);
+      for (size_t p = 0; p < 6; ++p) route[p].push_back(c[8 + p] - (p == 0 ? c[5] : c[7 + p]));
     }
     std::string line = "E=" + std::to_string(sh.E) + " H=" + std::to_string(sh.H) + " T=" + std::to_string(sh.T) +
                        " k=" + std::to_string(sh.k) +
-                       ": median SM cycles wait / gemv / sync1 / logits / sync2 / route / "
+                       ": median SM cycles wait / gemv / cluster sync / logits / block sync / route / "
                        "align:";
     for (auto& d : deltas) {
       std::sort(d.begin(), d.end());
       const int64_t m = d[d.size() / 2];
       line += " " + std::to_string(m);
+    }
+    line += "; routing steps from the release: max / sum / rounds / exp / sum / store:";
+    for (auto& d : route) {
+      std::sort(d.begin(), d.end());
+      line += " " + std::to_string(d[d.size() / 2]);
     }
     std::printf("%s\n", line.c_str());
   }

@@ -48,7 +48,11 @@ constexpr int kRouteCached = 8;
 // logit_of(e): token t's logit of expert e as a float, wherever the logits are (global memory, shared memory).
 template <typename LogitOf>
 __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
-                                 float* weights) {
+                                 float* weights, int64_t* probe = nullptr) {
+  // probe (investigation, MoeRouterRouteAlignArgs::probe): lane 0 writes the SM clock past each step.
+  const auto stamp = [&](int i) {
+    if (probe != nullptr && (threadIdx.x & 31) == 0) probe[i] = clock64();
+  };
   const int lane = threadIdx.x & 31;
   auto logit = [&](int e) {
     const float v = logit_of(e);
@@ -67,9 +71,17 @@ __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int t
   uint32_t lane_max = 0;
   each_expert([&](int, int, float v) { lane_max = max(lane_max, order_key(v)); });
   const float m = key_value(warp_extreme<true>(lane_max));
-  double sum = 0;
-  each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  stamp(0);
+  // The softmax's denominator, which renormalised weights (divided by the chosen experts' sum) do not need: it
+  // cancels, and leaving it out changes them by double rounding only (never visible in the F32 weights but within
+  // 1e-15 of a rounding boundary). Its exps and shuffles were a quarter of the routing chain (session 48).
+  double sum = 1.0;
+  if (!renormalize) {
+    sum = 0.0;
+    each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  }
+  stamp(1);
 
   // Round j leaves its winner with lane j; the lanes turn their winners into probabilities together afterwards (a
   // double exp and division inside the rounds would lengthen every round's chain by theirs).
@@ -87,13 +99,17 @@ __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int t
     if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
     if (lane == j) my_key = top, my_e = top_e;
   }
+  stamp(2);
   const double my_p = lane < top_k ? exp(static_cast<double>(key_value(my_key)) - static_cast<double>(m)) / sum : 0.0;
+  stamp(3);
   double chosen = my_p;
   for (int off = 16; off > 0; off >>= 1) chosen += __shfl_xor_sync(0xffffffffu, chosen, off);
+  stamp(4);
   if (lane < top_k) {
     ids[t * top_k + lane] = my_e;
     weights[t * top_k + lane] = static_cast<float>(renormalize ? my_p / chosen : my_p);
   }
+  stamp(5);
 }
 
 template <ElemType T>
@@ -211,8 +227,9 @@ __global__ void __launch_bounds__(kAlignThreads)
 
 // launch_moe_router_route_align. Row r = e · parts + p of the GEMV is part p (a run of `span` 16-byte vectors of
 // hidden) of expert e's weight row; warp g of the cluster (block g / 32, warp g % 32) takes rows g, g + warps, ...
-// Dynamic shared memory, int32 / float entries: [3 · experts] align_block's, [tokens · rows] the partial sums (each
-// block fills its own rows), [tokens · experts] the logits and [tokens · top_k] the ids (block 0).
+// Dynamic shared memory, int32 / float entries (used in block 0): [3 · experts] align_block's, [tokens · rows] the
+// partial sums (every block writes its rows there through distributed shared memory), [tokens · experts] the logits
+// and [tokens · top_k] the ids.
 constexpr int kRouterWarps = kAlignThreads / 32;
 constexpr int kRouterClusterWarps = kMoeRouterClusterBlocks * kRouterWarps;
 constexpr int kRouterCached = 4;  // a lane's first vectors of a row, requested together (all of a 2048-wide part)
@@ -275,9 +292,14 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
   };
   const bool probe = a.probe != nullptr && rank == 0 && tid == 0;
   if (probe) a.probe[0] = clock64();
+  // Every block's partial sums go straight into block 0's shared memory, which must have started: the first cluster
+  // barrier phase, arrived at here and waited for after the weights' requests (long complete by then).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   if (g < rows) request(g);
   pdl_enter();
   if (probe) a.probe[1] = clock64();
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  float* partial0 = cluster.map_shared_rank(partial, 0);
   for (int r = g; r < rows; r += kRouterClusterWarps) {
     if (r != g) request(r);
     const int64_t v0 = (r % parts) * span, v1 = min(v0 + span, vecs);
@@ -303,31 +325,26 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
       if (t >= T_) break;
       float sum = acc[t];
       for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      if (lane == 0) partial[t * rows + r] = sum;
+      if (lane == 0) partial0[t * rows + r] = sum;
     }
   }
   if (probe) a.probe[2] = clock64();
-  cluster.sync();  // every block's partial sums written
+  cluster.sync();  // every block's partial sums written into block 0's shared memory; the others leave
   if (probe) a.probe[3] = clock64();
-  if (rank == 0) {
-    for (int i = tid; i < T_ * E; i += kAlignThreads) {
-      const int t = i / E, e = i - t * E;
-      float sum = 0.0f;
-      for (int p = 0; p < parts; ++p) {
-        const int r = e * parts + p;
-        sum += *cluster.map_shared_rank(partial + t * rows + r, (r % kRouterClusterWarps) / kRouterWarps);
-      }
-      logits[i] = round_to<T>(sum);
-    }
+  if (rank != 0) return;
+  for (int i = tid; i < T_ * E; i += kAlignThreads) {
+    const int t = i / E, e = i - t * E;
+    float sum = 0.0f;
+    for (int p = 0; p < parts; ++p) sum += partial[t * rows + e * parts + p];
+    logits[i] = round_to<T>(sum);
   }
   if (probe) a.probe[4] = clock64();
-  cluster.sync();  // the other blocks keep their shared memory until block 0 has read it
+  __syncthreads();
   if (probe) a.probe[5] = clock64();
-  if (rank != 0) return;
   int32_t* ids_s = reinterpret_cast<int32_t*>(logits + T_ * E);
   for (int t = tid >> 5; t < T_; t += kRouterWarps)
     route_token_with([&](int e) { return logits[t * E + e]; }, t, E, static_cast<int>(a.top_k), a.renormalize, ids_s,
-                     a.weights);
+                     a.weights, probe ? a.probe + 8 : nullptr);
   __syncthreads();
   if (probe) a.probe[6] = clock64();
   copy_ids_then_align(ids_s, a.ids, a.tokens * a.top_k, a.top_k, E, a.tile_m, a.offsets, a.tile_offsets, a.row_token,

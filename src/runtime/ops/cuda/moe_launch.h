@@ -69,8 +69,10 @@ struct MoeRouterRouteAlignArgs {
   int32_t *offsets = nullptr, *tile_offsets = nullptr, *row_token = nullptr, *slot_row = nullptr, *row_expert = nullptr,
           *tile_expert = nullptr;
   // Investigation only (tests): where set, thread 0 of block 0 writes the SM clock (clock64) at the kernel's phases:
-  // [0] entry, [1] past the wait, [2] its warp's GEMV rows done, [3] the cluster's partial sums ready, [4] its logits
-  // added, [5] the cluster released, [6] the tokens routed, [7] grouped.
+  // [0] entry, [1] past the wait, [2] its warp's GEMV rows done, [3] the cluster's partial sums in block 0, [4] its
+  // logits added, [5] every logit added, [6] the tokens routed, [7] grouped; token 0's routing warp (lane 0) past its
+  // steps: [8] the max, [9] the softmax sum, [10] the top-k rounds, [11] the probabilities, [12] their sum, [13] the
+  // weights stored.
   int64_t* probe = nullptr;
 };
 // Shapes and types only (no pointers): what the caller checks before choosing this path.
