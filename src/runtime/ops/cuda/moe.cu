@@ -198,11 +198,83 @@ __global__ void __launch_bounds__(kAlignThreads)
   align_block(ids, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert, tile_expert);
 }
 
+// align_block's grouping for at most one warp of slots (decode), with two block barriers instead of five: warp 0 sorts
+// the slots by (expert, slot) in registers (a bitonic network over the lanes), so row r is the r-th slot in that order
+// (an expert's rows in slot order); the first row of each expert's run gives the expert's tiles, a warp scan their
+// first tile; then every thread writes the offsets of its experts by a binary search over the sorted experts. Called
+// by every thread of the block, after a block barrier; ids_s as copy_ids_then_align.
+constexpr int kAlignWarpSlots = 32;
+__device__ void align_warp(const int32_t* ids_s, int32_t* ids, int slots, int64_t top_k, int experts, int64_t tile_m,
+                           int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* slot_row,
+                           int32_t* row_expert, int32_t* tile_expert) {
+  __shared__ int32_t sorted_expert[kAlignWarpSlots];   // row r's expert; `experts` past the last row
+  __shared__ int32_t first_tile[kAlignWarpSlots + 1];  // at each expert's first row; [slots]: every tile
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    const int lane = tid;
+    const bool valid = lane < slots;
+    const int32_t mine = valid ? ids_s[lane] : 0;
+    if (valid) ids[lane] = mine;
+    // Key (expert, slot): experts < kMoeMaxExperts fit above the 5 slot bits; empty lanes sort last.
+    uint32_t key = valid ? (static_cast<uint32_t>(mine) << 5) | static_cast<uint32_t>(lane) : 0xFFFFFFFFu;
+    for (int k = 2; k <= 32; k <<= 1)
+      for (int j = k >> 1; j > 0; j >>= 1) {
+        const uint32_t other = __shfl_xor_sync(0xffffffffu, key, j);
+        key = (((lane & j) == 0) == ((lane & k) == 0)) ? min(key, other) : max(key, other);
+      }
+    const int e = valid ? static_cast<int>(key >> 5) : experts;
+    const int s = static_cast<int>(key & 31u);
+    const int before = __shfl_up_sync(0xffffffffu, e, 1);
+    const bool first = valid && (lane == 0 || before != e);
+    const uint32_t firsts = __ballot_sync(0xffffffffu, first);
+    int tiles = 0;
+    if (first) {
+      const uint32_t later = firsts & ~((2u << lane) - 1u);  // lane 31: 2u << 31 is 0, so nothing later
+      const int next = later != 0u ? __ffs(static_cast<int>(later)) - 1 : slots;
+      tiles = static_cast<int>((next - lane + tile_m - 1) / tile_m);
+    }
+    int upto = tiles;  // inclusive scan of the tiles over the rows
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, upto, off);
+      if (lane >= off) upto += o;
+    }
+    const int start = upto - tiles;
+    if (valid) {
+      row_token[lane] = static_cast<int32_t>(s / top_k);
+      slot_row[s] = lane;
+      row_expert[lane] = e;
+    }
+    for (int i = 0; i < tiles; ++i) tile_expert[start + i] = e;
+    sorted_expert[lane] = e;
+    if (first) first_tile[lane] = start;
+    if (lane == 31) first_tile[slots] = upto;
+  }
+  __syncthreads();
+  for (int e = tid; e <= experts; e += kAlignThreads) {
+    int lo = 0, hi = slots;  // the first row whose expert is e or later: an expert's first row, or slots
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (sorted_expert[mid] < e)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    offsets[e] = lo;
+    tile_offsets[e] = first_tile[lo];
+  }
+}
+
 // The ids of the tokens routed into shared memory (ids_s, from `shared` + 3 · experts: past align_block's part) go to
-// the output ids and, without a round trip through global memory, into the grouping. After a block barrier.
+// the output ids and, without a round trip through global memory, into the grouping (by one warp up to 32 slots).
+// After a block barrier.
 __device__ void copy_ids_then_align(const int32_t* ids_s, int32_t* ids, int64_t slots, int64_t top_k, int experts,
                                     int64_t tile_m, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
                                     int32_t* slot_row, int32_t* row_expert, int32_t* tile_expert) {
+  if (slots <= kAlignWarpSlots) {
+    align_warp(ids_s, ids, static_cast<int>(slots), top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row,
+               row_expert, tile_expert);
+    return;
+  }
   for (int64_t s = threadIdx.x; s < slots; s += kAlignThreads) ids[s] = ids_s[s];
   align_block(ids_s, slots, top_k, experts, tile_m, offsets, tile_offsets, row_token, slot_row, row_expert,
               tile_expert);
