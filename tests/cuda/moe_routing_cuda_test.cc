@@ -304,7 +304,7 @@ TEST(CudaMoeRouting, DISABLED_FusedRouterPhases) {
       const int64_t m = d[d.size() / 2];
       line += " " + std::to_string(m);
     }
-    line += "; routing steps from the release: max / sum / rounds / exp / sum / store:";
+    line += "; routing steps from the release: candidates / rounds / softmax sum / exp / sum / store:";
     for (auto& d : route) {
       std::sort(d.begin(), d.end());
       line += " " + std::to_string(d[d.size() / 2]);

@@ -41,14 +41,39 @@ __device__ __forceinline__ uint32_t warp_extreme(uint32_t v) {
 // rest are read again from memory in every round.
 constexpr int kRouteCached = 8;
 
+// 16-bit logits (BF16 / F16 values, exact in F32) as one 32-bit candidate word: the value's 16-bit order key (-0 as
+// +0) above 0xFFFF - expert, so the largest word is the largest logit and, among equal ones, the lowest expert id.
+template <ElemType KT>
+__device__ __forceinline__ uint32_t packed_candidate(float v, int e) {
+  uint32_t b;
+  if constexpr (KT == ElemType::BF16)
+    b = __float_as_uint(v) >> 16;
+  else
+    b = __half_as_ushort(__float2half_rn(v));
+  if ((b & 0x7FFFu) == 0u) b = 0u;
+  const uint32_t key = (b & 0x8000u) ? (~b & 0xFFFFu) : (b | 0x8000u);
+  return (key << 16) | (0xFFFFu - static_cast<uint32_t>(e));
+}
+template <ElemType KT>
+__device__ __forceinline__ float packed_value(uint32_t word) {
+  const uint32_t key = word >> 16;
+  const uint32_t b = (key & 0x8000u) ? (key & 0x7FFFu) : (~key & 0xFFFFu);
+  if constexpr (KT == ElemType::BF16)
+    return __uint_as_float(b << 16);
+  else
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+}
+
 // Token t's experts and weights, by one warp. Lane l holds experts l, l + 32, ...; bit i of `taken` marks expert
 // l + 32 i. NaN logits never win (they count as -inf); every token gets top_k distinct experts, in order of
-// decreasing logit, ties to the lower expert id. Each round takes the warp's largest key and, among the lanes
-// holding it, the lowest expert id (two redux instructions instead of five shuffle rounds).
+// decreasing logit, ties to the lower expert id. Each round takes the warp's largest candidate: for 16-bit logits
+// (KT BF16 / F16) one redux over packed_candidate words, for F32 two (the largest order key, then the lowest expert
+// id holding it). The first round's winner is the largest logit, the softmax's shift.
 // logit_of(e): token t's logit of expert e as a float, wherever the logits are (global memory, shared memory).
-template <typename LogitOf>
+template <ElemType KT, typename LogitOf>
 __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
                                  float* weights, int64_t* probe = nullptr) {
+  constexpr bool kPacked = KT == ElemType::BF16 || KT == ElemType::F16;
   // probe (investigation, MoeRouterRouteAlignArgs::probe): lane 0 writes the SM clock past each step.
   const auto stamp = [&](int i) {
     if (probe != nullptr && (threadIdx.x & 31) == 0) probe[i] = clock64();
@@ -58,49 +83,76 @@ __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int t
     const float v = logit_of(e);
     return isnan(v) ? -INFINITY : v;
   };
+  const auto candidate = [&](int e, float v) {
+    if constexpr (kPacked)
+      return packed_candidate<KT>(v, e);
+    else
+      return order_key(v);
+  };
   float cached[kRouteCached];
+  uint32_t cached_key[kRouteCached];
 #pragma unroll
-  for (int i = 0; i < kRouteCached; ++i) cached[i] = lane + 32 * i < experts ? logit(lane + 32 * i) : -INFINITY;
-  // f(e, i, v) for each of the lane's experts in increasing order.
+  for (int i = 0; i < kRouteCached; ++i) {
+    const int e = lane + 32 * i;
+    cached[i] = e < experts ? logit(e) : -INFINITY;
+    cached_key[i] = e < experts ? candidate(e, cached[i]) : 0u;
+  }
+  // f(e, i, v, key) for each of the lane's experts in increasing order.
   const auto each_expert = [&](auto&& f) {
 #pragma unroll
     for (int i = 0; i < kRouteCached; ++i)
-      if (lane + 32 * i < experts) f(lane + 32 * i, i, cached[i]);
-    for (int e = lane + 32 * kRouteCached, i = kRouteCached; e < experts; e += 32, ++i) f(e, i, logit(e));
+      if (lane + 32 * i < experts) f(lane + 32 * i, i, cached[i], cached_key[i]);
+    for (int e = lane + 32 * kRouteCached, i = kRouteCached; e < experts; e += 32, ++i) {
+      const float v = logit(e);
+      f(e, i, v, candidate(e, v));
+    }
   };
-  uint32_t lane_max = 0;
-  each_expert([&](int, int, float v) { lane_max = max(lane_max, order_key(v)); });
-  const float m = key_value(warp_extreme<true>(lane_max));
   stamp(0);
+
+  // Round j leaves its winner with lane j; the lanes turn their winners into probabilities together afterwards (a
+  // double exp and division inside the rounds would lengthen every round's chain by theirs).
+  uint32_t taken = 0, my_key = 0;
+  int my_e = 0;
+  float m = 0.0f;
+  for (int j = 0; j < top_k; ++j) {
+    uint32_t best = 0;  // below every candidate: none yet
+    int best_e = INT_MAX;
+    each_expert([&](int e, int i, float, uint32_t k) {
+      if (!((taken >> i) & 1u) && k > best) best = k, best_e = e;  // increasing e: ties keep the lower id
+    });
+    const uint32_t top = warp_extreme<true>(best);
+    int top_e;
+    if constexpr (kPacked) {
+      top_e = static_cast<int>(0xFFFFu - (top & 0xFFFFu));
+    } else {
+      top_e = static_cast<int>(warp_extreme<false>(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
+    }
+    if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
+    if (lane == j) my_key = top, my_e = top_e;
+    if (j == 0) {
+      if constexpr (kPacked)
+        m = packed_value<KT>(top);
+      else
+        m = key_value(top);
+    }
+  }
+  stamp(1);
   // The softmax's denominator, which renormalised weights (divided by the chosen experts' sum) do not need: it
   // cancels, and leaving it out changes them by double rounding only (never visible in the F32 weights but within
   // 1e-15 of a rounding boundary). Its exps and shuffles were a quarter of the routing chain (session 48).
   double sum = 1.0;
   if (!renormalize) {
     sum = 0.0;
-    each_expert([&](int, int, float v) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
+    each_expert([&](int, int, float v, uint32_t) { sum += exp(static_cast<double>(v) - static_cast<double>(m)); });
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   }
-  stamp(1);
-
-  // Round j leaves its winner with lane j; the lanes turn their winners into probabilities together afterwards (a
-  // double exp and division inside the rounds would lengthen every round's chain by theirs).
-  uint32_t taken = 0, my_key = 0;
-  int my_e = 0;
-  for (int j = 0; j < top_k; ++j) {
-    uint32_t best = 0;  // below every logit's key: none yet
-    int best_e = INT_MAX;
-    each_expert([&](int e, int i, float v) {
-      const uint32_t k = order_key(v);
-      if (!((taken >> i) & 1u) && k > best) best = k, best_e = e;  // increasing e: ties keep the lower id
-    });
-    const uint32_t top = warp_extreme<true>(best);
-    const int top_e = static_cast<int>(warp_extreme<false>(best == top ? static_cast<uint32_t>(best_e) : 0xFFFFFFFFu));
-    if (lane == (top_e & 31)) taken |= 1u << (top_e >> 5);
-    if (lane == j) my_key = top, my_e = top_e;
-  }
   stamp(2);
-  const double my_p = lane < top_k ? exp(static_cast<double>(key_value(my_key)) - static_cast<double>(m)) / sum : 0.0;
+  float my_value;
+  if constexpr (kPacked)
+    my_value = packed_value<KT>(my_key);
+  else
+    my_value = key_value(my_key);
+  const double my_p = lane < top_k ? exp(static_cast<double>(my_value) - static_cast<double>(m)) / sum : 0.0;
   stamp(3);
   double chosen = my_p;
   for (int off = 16; off > 0; off >>= 1) chosen += __shfl_xor_sync(0xffffffffu, chosen, off);
@@ -115,8 +167,8 @@ __device__ void route_token_with(LogitOf logit_of, int64_t t, int experts, int t
 template <ElemType T>
 __device__ void route_token(const void* logits, int64_t t, int experts, int top_k, bool renormalize, int32_t* ids,
                             float* weights) {
-  route_token_with([&](int e) { return load_elem<T>(logits, t * experts + e); }, t, experts, top_k, renormalize, ids,
-                   weights);
+  route_token_with<T>([&](int e) { return load_elem<T>(logits, t * experts + e); }, t, experts, top_k, renormalize, ids,
+                      weights);
 }
 
 template <ElemType T>
@@ -415,8 +467,8 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
   if (probe) a.probe[5] = clock64();
   int32_t* ids_s = reinterpret_cast<int32_t*>(logits + T_ * E);
   for (int t = tid >> 5; t < T_; t += kRouterWarps)
-    route_token_with([&](int e) { return logits[t * E + e]; }, t, E, static_cast<int>(a.top_k), a.renormalize, ids_s,
-                     a.weights, probe ? a.probe + 8 : nullptr);
+    route_token_with<T>([&](int e) { return logits[t * E + e]; }, t, E, static_cast<int>(a.top_k), a.renormalize, ids_s,
+                        a.weights, probe ? a.probe + 8 : nullptr);
   __syncthreads();
   if (probe) a.probe[6] = clock64();
   copy_ids_then_align(ids_s, a.ids, a.tokens * a.top_k, a.top_k, E, a.tile_m, a.offsets, a.tile_offsets, a.row_token,

@@ -71,8 +71,8 @@ struct MoeRouterRouteAlignArgs {
   // Investigation only (tests): where set, thread 0 of block 0 writes the SM clock (clock64) at the kernel's phases:
   // [0] entry, [1] past the wait, [2] its warp's GEMV rows done, [3] the cluster's partial sums in block 0, [4] its
   // logits added, [5] every logit added, [6] the tokens routed, [7] grouped; token 0's routing warp (lane 0) past its
-  // steps: [8] the max, [9] the softmax sum, [10] the top-k rounds, [11] the probabilities, [12] their sum, [13] the
-  // weights stored.
+  // steps: [8] the candidates loaded, [9] the top-k rounds, [10] the softmax sum (not renormalising), [11] the
+  // probabilities, [12] their sum, [13] the weights stored.
   int64_t* probe = nullptr;
 };
 // Shapes and types only (no pointers): what the caller checks before choosing this path.
