@@ -153,21 +153,22 @@ void ExpertwiseMoEMethod::process_weights_after_loading(FusedMoE& layer) {
       }
 }
 
-Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) {
+void ExpertwiseMoEMethod::require_prepared(const FusedMoE& layer) const {
   if (!prepared_)
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
          layer.prefix());
+}
+
+Tensor ExpertwiseMoEMethod::apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) {
+  require_prepared(layer);
   Tensor y = Tensor::zeros({x.size(0), layer.spec().hidden_size}, DType::F32);
   kernel_->run(x, routing, y);
   return y;
 }
 
 Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits) {
-  if (!prepared_)
-    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
-         "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
-         layer.prefix());
+  require_prepared(layer);
   return kernel_->run_device(x, router_logits);
 }
 
@@ -176,10 +177,7 @@ bool ExpertwiseMoEMethod::routes_from_weight(int64_t tokens) const {
 }
 
 Tensor ExpertwiseMoEMethod::apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight) {
-  if (!prepared_)
-    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
-         "call finalize() after loading every tensor", "MoE layer {} ran forward before process_weights_after_loading",
-         layer.prefix());
+  require_prepared(layer);
   return kernel_->run_device_router(x, router_weight);
 }
 

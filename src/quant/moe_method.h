@@ -35,6 +35,7 @@ class ExpertwiseMoEMethod final : public MoEMethod {
   const MoEKernelConfig& kernel_config() const { return cfg_; }
 
  private:
+  void require_prepared(const FusedMoE& layer) const;  // quant.not_finalized before process_weights_after_loading
   const QuantizationConfig* config_;
   MoEKernelConfig cfg_;
   std::string kernel_name_;

@@ -193,6 +193,29 @@ TEST(CudaMoeRouting, FusedLaunchRefusesWhatItCannotRun) {
   EXPECT_EQ(launch(4, 8, 2, 8), cudaSuccess);
 }
 
+// The folded router's arguments for x [T, H] and the router weight [E, H] on the GPU (their dtype), outputs in g.
+ops::cu::MoeRouterRouteAlignArgs router_args(Grouping& g, const Tensor& x, const Tensor& w, int64_t top_k,
+                                             int64_t tile_m) {
+  ops::cu::MoeRouterRouteAlignArgs a;
+  a.x = x.raw_data();
+  a.w = w.raw_data();
+  a.type = ops::cu::elem_type(x.dtype());
+  a.tokens = x.size(0);
+  a.hidden = x.size(1);
+  a.experts = w.size(0);
+  a.top_k = top_k;
+  a.tile_m = tile_m;
+  a.ids = g.ids.data<int32_t>();
+  a.weights = g.weights.data<float>();
+  a.offsets = g.offsets.data<int32_t>();
+  a.tile_offsets = g.tile_offsets.data<int32_t>();
+  a.row_token = g.row_token.data<int32_t>();
+  a.slot_row = g.slot_row.data<int32_t>();
+  a.row_expert = g.row_expert.data<int32_t>();
+  a.tile_expert = g.tile_expert.data<int32_t>();
+  return a;
+}
+
 // launch_moe_router_route_align (the router's GEMV folded into the routing) against the host: x and the router weight
 // hold small integers times 2^-6, so every product and partial sum is exact in F32 and the logits are the same
 // numbers in any order of summation; rounded to the activation type (BF16 / F16, ties among them) they must route
@@ -232,24 +255,8 @@ TEST(CudaMoeRouting, FusedRouterMatchesTheHost) {
         const Tensor xd = Tensor::from_vector(x, {T, H}).to(type).to_device(gpu);
         const Tensor wd = Tensor::from_vector(w, {E, H}).to(type).to_device(gpu);
         Grouping g(E, T * k, tile_m);
-        ops::cu::MoeRouterRouteAlignArgs a;
-        a.x = xd.raw_data();
-        a.w = wd.raw_data();
-        a.type = ops::cu::elem_type(type);
-        a.tokens = T;
-        a.hidden = H;
-        a.experts = E;
-        a.top_k = k;
+        ops::cu::MoeRouterRouteAlignArgs a = router_args(g, xd, wd, k, tile_m);
         a.renormalize = renormalize;
-        a.tile_m = tile_m;
-        a.ids = g.ids.data<int32_t>();
-        a.weights = g.weights.data<float>();
-        a.offsets = g.offsets.data<int32_t>();
-        a.tile_offsets = g.tile_offsets.data<int32_t>();
-        a.row_token = g.row_token.data<int32_t>();
-        a.slot_row = g.slot_row.data<int32_t>();
-        a.row_expert = g.row_expert.data<int32_t>();
-        a.tile_expert = g.tile_expert.data<int32_t>();
         ASSERT_EQ(ops::cu::launch_moe_router_route_align(a, stream), cudaSuccess) << what;
         check_grouping(g, want, tile_m, what);
         if (::testing::Test::HasFatalFailure()) return;
@@ -271,22 +278,8 @@ TEST(CudaMoeRouting, DISABLED_FusedRouterPhases) {
     const Tensor wd = Tensor::zeros({sh.E, sh.H}, DType::BF16).to_device(gpu);
     Grouping g(sh.E, sh.T * sh.k, 1);
     Tensor probe = Tensor::zeros({14}, DType::I64).to_device(gpu);
-    ops::cu::MoeRouterRouteAlignArgs a;
-    a.x = xd.raw_data();
-    a.w = wd.raw_data();
-    a.tokens = sh.T;
-    a.hidden = sh.H;
-    a.experts = sh.E;
-    a.top_k = sh.k;
+    ops::cu::MoeRouterRouteAlignArgs a = router_args(g, xd, wd, sh.k, 1);
     a.renormalize = true;
-    a.ids = g.ids.data<int32_t>();
-    a.weights = g.weights.data<float>();
-    a.offsets = g.offsets.data<int32_t>();
-    a.tile_offsets = g.tile_offsets.data<int32_t>();
-    a.row_token = g.row_token.data<int32_t>();
-    a.slot_row = g.slot_row.data<int32_t>();
-    a.row_expert = g.row_expert.data<int32_t>();
-    a.tile_expert = g.tile_expert.data<int32_t>();
     a.probe = probe.data<int64_t>();
     std::vector<std::vector<int64_t>> deltas(7), route(6);
     for (int i = 0; i < 50; ++i) {
