@@ -19,8 +19,9 @@ namespace qlm::ops::cu {
 inline constexpr int64_t kMoeMaxExperts = 1024;
 inline constexpr int64_t kMoeMaxTopK = 32;
 
-// Per token: softmax over logits [T, E] (math in double, as select_experts), the top_k experts
-// (ties: the lower id), their weights (divided by their sum with `renormalize`). ids / weights: [T * top_k].
+// Per token: softmax over logits [T, E] (math in double, as select_experts; with `renormalize` the softmax's
+// denominator, which cancels, is left out), the top_k experts (ties: the lower id), their weights (divided by their
+// sum with `renormalize`). ids / weights: [T * top_k].
 cudaError_t launch_moe_route(const void* logits, ElemType type, int64_t tokens, int64_t experts, int64_t top_k,
                              bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
 
