@@ -19,6 +19,10 @@ Tensor MoEKernel::run_device(const Tensor& x, const Tensor&) const {
        "fused-MoE kernel {} has no device path (input on {})", name(), x.device().str());
 }
 
+std::string MoEKernel::router_fold_obstacle(int64_t) const {
+  return fmt::format("fused-MoE kernel {} does not compute the router", name());
+}
+
 Tensor MoEKernel::run_device_router(const Tensor& x, const Tensor&) const {
   fail("kernel.device", {}, "pass the router's logits (run_device)",
        "fused-MoE kernel {} does not route from the router's weight at {} tokens", name(), x.size(0));

@@ -87,8 +87,10 @@ class MoEKernel {
   // kernel's device; returns this rank's partial output F32 [T, H] on the device, routed with
   // top_k and renormalize of the config. Host kernels refuse (kernel.device).
   virtual Tensor run_device(const Tensor& x, const Tensor& router_logits) const;
-  // Whether run_device_router takes `tokens` tokens: the kernel multiplies the router itself inside its routing.
-  virtual bool routes_from_weight(int64_t tokens) const { return false; }
+  // Why run_device_router does not take `tokens` tokens (the kernel multiplies the router itself inside its
+  // routing), in words for the user; empty when it does.
+  virtual std::string router_fold_obstacle(int64_t tokens) const;
+  bool routes_from_weight(int64_t tokens) const { return router_fold_obstacle(tokens).empty(); }
   // run_device with the router's weight [E, H] (the act dtype, on the kernel's device) instead of its logits: the
   // logits x · weightᵀ (F32 sums rounded to the act dtype, as the router's linear layer rounds them) never leave the
   // routing. Only where routes_from_weight(T); refused otherwise (kernel.device).

@@ -93,8 +93,11 @@ class FusedMoE {
   // the output is F32 on the device.
   Tensor forward(const Tensor& x, const Tensor& router_logits);
   // The device forward with the router's weight [E, H] (act dtype, same device) instead of its logits, where
-  // routes_from_weight(T): the kernel computes the logits inside its routing (one launch fewer at decode).
-  bool routes_from_weight(int64_t tokens) const { return finalized_ && method_->routes_from_weight(tokens); }
+  // router_fold_obstacle(T) is empty: the kernel computes the logits inside its routing (one launch fewer at decode).
+  std::string router_fold_obstacle(int64_t tokens) const {
+    return finalized_ ? method_->router_fold_obstacle(tokens) : "the MoE layer is not loaded yet";
+  }
+  bool routes_from_weight(int64_t tokens) const { return router_fold_obstacle(tokens).empty(); }
   Tensor forward_router_weight(const Tensor& x, const Tensor& router_weight);
   // The same with a routing computed elsewhere (tests, other routers).
   Tensor forward(const Tensor& x, const MoERouting& routing);

@@ -280,4 +280,11 @@ Tensor DecoderModel::forward(std::span<const int32_t> tokens, std::span<const in
   return logits;
 }
 
+std::string DecoderModel::moe_router_status() const {
+  if (options_.ctx.device.is_cpu()) return {};
+  for (const Block& b : blocks_)
+    if (b.moe) return b.moe->router_path(1);  // every MoE block is built alike
+  return {};
+}
+
 }  // namespace qlm::models

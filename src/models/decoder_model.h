@@ -86,6 +86,9 @@ class DecoderModel {
   // How single-token decode steps run on CUDA: "graph (N nodes)", "eager: <why not a graph>", or
   // "" before the first one (and on the CPU).
   const std::string& decode_graph_status() const { return decode_graph_status_; }
+  // How a mixture-of-experts model's routers run in a single-token step on CUDA (MoEBlock::router_path); "" on the
+  // CPU and for models without experts.
+  std::string moe_router_status() const;
   // Destroys the captured decode graph (the next single-token step captures again). A rank leaving
   // its NCCL group does this first: NCCL's communicator cannot be destroyed while a graph holds its
   // captured collectives.

@@ -1,5 +1,7 @@
 #include "models/moe_block.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -91,6 +93,17 @@ Tensor MoEBlock::forward(const Tensor& h) {
   }
   if (tp_.size > 1) tp_.comm->all_reduce_sum(y);
   return y;
+}
+
+std::string MoEBlock::router_fold_obstacle(int64_t tokens) const {
+  if (router_->dense_device_weight() == nullptr) return "its weight is not kept as a plain device tensor";
+  if (router_->find_param("bias") != nullptr) return "it has a bias";
+  return experts_->router_fold_obstacle(tokens);
+}
+
+std::string MoEBlock::router_path(int64_t tokens) const {
+  const std::string why = router_fold_obstacle(tokens);
+  return why.empty() ? "folded into the MoE routing kernel" : fmt::format("its own linear layer ({})", why);
 }
 
 }  // namespace qlm::models

@@ -28,11 +28,16 @@ class MoEBlock {
   // Why forward() on `tokens` tokens on a device waits for the host (the routed experts; the router
   // and the shared expert are linear layers, which never wait); empty when a graph can capture it.
   std::string device_host_wait(int64_t tokens) const { return experts_->device_host_wait(tokens); }
+  // How the router runs on a device at `tokens` tokens, in words: "folded into the MoE routing kernel", or "its own
+  // linear layer (<why not>)".
+  std::string router_path(int64_t tokens) const;
   FusedMoE& experts() { return *experts_; }
   const FusedMoE& experts() const { return *experts_; }
 
  private:
   Tensor forward_device(const Tensor& h);
+  // Why the device forward at `tokens` tokens keeps the router apart; empty when the MoE kernel computes it.
+  std::string router_fold_obstacle(int64_t tokens) const;
   TpContext tp_;
   LinearLayer* router_ = nullptr;
   std::unique_ptr<FusedMoE> experts_;

@@ -15,12 +15,10 @@ namespace qlm::models {
 
 Tensor MoEBlock::forward_device(const Tensor& h) {
   // At decode the MoE kernel multiplies the router itself inside its routing (one launch instead of the router's
-  // GEMM and the routing); the router never has a bias in the supported models, but one would keep it separate.
-  const Tensor* router_weight = router_->dense_device_weight();
-  const bool fused_router = router_weight != nullptr && router_->find_param("bias") == nullptr && h.is_contiguous() &&
-                            experts_->routes_from_weight(h.size(0));
-  Tensor y =
-      fused_router ? experts_->forward_router_weight(h, *router_weight) : experts_->forward(h, router_->forward(h));
+  // GEMM and the routing): router_fold_obstacle says where it cannot.
+  const bool fused_router = h.is_contiguous() && router_fold_obstacle(h.size(0)).empty();
+  Tensor y = fused_router ? experts_->forward_router_weight(h, *router_->dense_device_weight())
+                          : experts_->forward(h, router_->forward(h));
   if (!shared_gate_up_) return y;
   const Tensor shared = shared_down_->forward(ops::cu::silu_and_mul(shared_gate_up_->forward(h)));
   ops::cu::add_sigmoid_gated(y, shared, shared_gate_->forward(h));

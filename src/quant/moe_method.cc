@@ -11,6 +11,10 @@ Tensor MoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const Tensor&) 
        "MoE method {} has no device path (input on {})", name(), x.device().str());
 }
 
+std::string MoEMethod::router_fold_obstacle(int64_t) const {
+  return fmt::format("MoE method {} does not compute the router", name());
+}
+
 Tensor MoEMethod::apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor&) {
   fail("kernel.device", {.file = {}, .tensor = {}, .layer = layer.prefix()}, "pass the router's logits",
        "MoE method {} does not route from the router's weight ({} tokens)", name(), x.size(0));
@@ -172,8 +176,9 @@ Tensor ExpertwiseMoEMethod::apply_device(FusedMoE& layer, const Tensor& x, const
   return kernel_->run_device(x, router_logits);
 }
 
-bool ExpertwiseMoEMethod::routes_from_weight(int64_t tokens) const {
-  return prepared_ && kernel_ && kernel_->routes_from_weight(tokens);
+std::string ExpertwiseMoEMethod::router_fold_obstacle(int64_t tokens) const {
+  if (!prepared_ || !kernel_) return "the MoE layer is not loaded yet";
+  return kernel_->router_fold_obstacle(tokens);
 }
 
 Tensor ExpertwiseMoEMethod::apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight) {

@@ -28,7 +28,7 @@ class ExpertwiseMoEMethod final : public MoEMethod {
   void process_weights_after_loading(FusedMoE& layer) override;
   Tensor apply(FusedMoE& layer, const Tensor& x, const MoERouting& routing) override;
   Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits) override;
-  bool routes_from_weight(int64_t tokens) const override;
+  std::string router_fold_obstacle(int64_t tokens) const override;
   Tensor apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight) override;
   std::string device_host_wait(int64_t tokens) const override;
   std::string describe() const override;

@@ -84,9 +84,9 @@ class MoEMethod {
   // The same on a device: x [T, H] in the act dtype and router logits [T, E] on the layer's device;
   // routes there and returns the partial output F32 [T, H] on the device. Default: refused.
   virtual Tensor apply_device(FusedMoE& layer, const Tensor& x, const Tensor& router_logits);
-  // The same from the router's weight [E, H] (act dtype, same device) where routes_from_weight(T) says the kernel
-  // multiplies the router inside its routing (MoEKernel::run_device_router). Default: never; refused.
-  virtual bool routes_from_weight(int64_t tokens) const { return false; }
+  // The same from the router's weight [E, H] (act dtype, same device) where router_fold_obstacle(T) is empty: the
+  // kernel multiplies the router inside its routing (MoEKernel::run_device_router). Default: never; refused.
+  virtual std::string router_fold_obstacle(int64_t tokens) const;
   virtual Tensor apply_device_router(FusedMoE& layer, const Tensor& x, const Tensor& router_weight);
   // Why apply_device on `tokens` tokens waits for the host (reads device results there), which
   // keeps it out of a captured CUDA graph; empty when it only enqueues device work. Default: waits.

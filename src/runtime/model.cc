@@ -352,6 +352,7 @@ const models::ModelConfig& Model::config() const { return impl_->config; }
 int64_t Model::vocab_size() const { return impl_->config.vocab_size; }
 int Model::tp() const { return impl_->tp; }
 const std::string& Model::decode_graph_status() const { return impl_->ranks.front()->decode_graph_status(); }
+std::string Model::moe_router_status() const { return impl_->ranks.front()->moe_router_status(); }
 int Model::tp_rank() const { return impl_->joined_rank.value_or(0); }
 bool Model::joined_group() const { return impl_->joined_rank.has_value(); }
 

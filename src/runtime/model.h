@@ -125,6 +125,9 @@ class Model {
   // How single-token decode steps ran on CUDA (rank 0): "graph (N nodes)", "eager: <why>", or ""
   // when none ran yet (and on the CPU).
   const std::string& decode_graph_status() const;
+  // How a mixture-of-experts model's routers run in a single-token step on CUDA (rank 0): "folded into the MoE
+  // routing kernel" or "its own linear layer (<why>)"; "" on the CPU and for models without experts.
+  std::string moe_router_status() const;
   int tp_rank() const;
   // Whether this process holds one rank of a multi-process group (the others run elsewhere).
   bool joined_group() const;

@@ -303,6 +303,22 @@ std::vector<std::string> cuda_fixture_names() { return testing::model_fixture_na
 
 INSTANTIATE_TEST_SUITE_P(CudaFixtures, CudaModelFixtureTest, ::testing::ValuesIn(cuda_fixture_names()), test_name);
 
+// What a single-token step does with a mixture-of-experts model's routers, as generate and bench-decode print it:
+// folded into the routing kernel with BF16 / F16 activations, its own linear layer with F32 (and why); nothing for
+// a model without experts.
+TEST(CudaModelTest, MoeRouterStatusSaysWhetherTheRouterIsFolded) {
+  SKIP_WITHOUT_GPU();
+  const fs::path moe = testing::model_fixture_root() / "qwen3-moe";
+  for (const DType act : {DType::BF16, DType::F16})
+    EXPECT_EQ(runtime::Model::load(moe, cuda_options(act))->moe_router_status(), "folded into the MoE routing kernel")
+        << dtype_name(act);
+  EXPECT_EQ(runtime::Model::load(moe, cuda_options(DType::F32))->moe_router_status(),
+            "its own linear layer (F32 activations: the fold takes F16 / BF16)");
+  EXPECT_EQ(
+      runtime::Model::load(testing::model_fixture_root() / "llama-gqa", cuda_options(DType::F32))->moe_router_status(),
+      "");
+}
+
 TEST(CudaModelTest, DefaultModelGreedyMatchesCpu) {
   SKIP_WITHOUT_GPU();
   const fs::path dir = fs::path(QLM_SOURCE_DIR) / "models" / "default";

@@ -69,5 +69,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelFixtureTest, ::testing::ValuesIn(testing
 
 TEST(ModelFixtures, Present) { EXPECT_GE(testing::model_fixture_names().size(), 10u); }
 
+// The router status speaks of CUDA decode steps only: empty on the CPU, for a model with experts and without.
+TEST(ModelFixtures, MoeRouterStatusIsEmptyOnTheCpu) {
+  EXPECT_EQ(runtime::Model::load(testing::model_fixture_root() / "qwen3-moe")->moe_router_status(), "");
+  EXPECT_EQ(runtime::Model::load(testing::model_fixture_root() / "llama-gqa")->moe_router_status(), "");
+}
+
 }  // namespace
 }  // namespace qlm

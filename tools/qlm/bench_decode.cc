@@ -183,6 +183,7 @@ void bench_decode(const BenchDecodeOptions& o) {
   j["tp_procs"] = model->joined_group();
   j["kernels"] = model->plan().summary();
   if (!model->decode_graph_status().empty()) j["decode_step"] = model->decode_graph_status();
+  if (const std::string router = model->moe_router_status(); !router.empty()) j["moe_router"] = router;
   j["decode_loop"] =
       on_device ? "greedy on the device, steps queued ahead of the host" : "host: each step's logits to the host";
   j["load_s"] = model->load_seconds();
@@ -204,6 +205,7 @@ void bench_decode(const BenchDecodeOptions& o) {
         j["prefill_tok_s"].get<double>(), o.tokens, tok_s, 1e3 / tok_s, bytes * 1e-9, bytes * tok_s * 1e-9,
         model->plan().summary());
     if (!model->decode_graph_status().empty()) fmt::print("decode step: {}\n", model->decode_graph_status());
+    if (j.contains("moe_router")) fmt::print("MoE router at decode: {}\n", j["moe_router"].get<std::string>());
     fmt::print("decode loop: {}\n", j["decode_loop"].get<std::string>());
   }
 }

@@ -65,6 +65,8 @@ void run_generate(const GenerateArgs& args) {
   if (!model->decode_graph_status().empty())
     std::fprintf(stderr, "decode step: %s%s\n", model->decode_graph_status().c_str(),
                  result.chosen_on_device ? ", greedy tokens chosen on the GPU with steps queued ahead" : "");
+  if (const std::string router = model->moe_router_status(); !router.empty())
+    std::fprintf(stderr, "MoE router at decode: %s\n", router.c_str());
   if (model->tp() > 1)
     std::fprintf(stderr, "tensor parallel: %d ranks, %s\n", model->tp(),
                  model->joined_group() ? "one process per GPU" : "in this process");

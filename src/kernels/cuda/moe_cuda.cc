@@ -241,10 +241,19 @@ class CudaGroupedMoE final : public MoEKernel {
   }
 
   // QLM_MOE_FUSED_ROUTER=0 keeps the router a linear layer of its own (A/B measurements).
-  bool routes_from_weight(int64_t tokens) const override {
+  std::string router_fold_obstacle(int64_t tokens) const override {
     static const bool fused = env_switch_on("QLM_MOE_FUSED_ROUTER");
-    return fused && ops::cu::moe_router_route_align_ok(ops::cu::elem_type(cfg_.act_dtype), tokens, cfg_.hidden_size,
-                                                       cfg_.num_experts, cfg_.top_k);
+    if (!fused) return "QLM_MOE_FUSED_ROUTER=0";
+    if (cfg_.act_dtype != DType::BF16 && cfg_.act_dtype != DType::F16)
+      return fmt::format("{} activations: the fold takes F16 / BF16", dtype_name(cfg_.act_dtype));
+    if (tokens < 1 || tokens > ops::cu::kMoeRouterMaxTokens)
+      return fmt::format("{} tokens: the fold takes 1-{}", tokens, ops::cu::kMoeRouterMaxTokens);
+    if (cfg_.hidden_size % 8 != 0)
+      return fmt::format("hidden size {}: the fold takes multiples of 8", cfg_.hidden_size);
+    if (!ops::cu::moe_router_route_align_ok(ops::cu::elem_type(cfg_.act_dtype), tokens, cfg_.hidden_size,
+                                            cfg_.num_experts, cfg_.top_k))
+      return "this GPU has no thread-block clusters (sm_90 and later)";
+    return {};
   }
 
   Tensor run_device_router(const Tensor& x, const Tensor& router_weight) const override {
