@@ -44,9 +44,9 @@ __device__ __forceinline__ void pdl_enter() {
 // among them requests its first weights (which never depend on earlier kernels), as the kernel before this one
 // frees its SMs, not only once this one runs. Still sound: this kernel waits before it touches memory, and a
 // kernel launches only once every block of the one before it has started, so a block waiting here never holds an
-// SM that an earlier grid still needs. Measured per kernel (docs/models.md, decode): it pays after SiLU·mul; after
-// RMSNorm only on 70B-shaped layers, around attention nowhere: there the early weight traffic slows a latency-bound
-// chain on the critical path.
+// SM that an earlier grid still needs. Measured per kernel (docs/models.md, decode): it pays after SiLU·mul and after
+// the RMSNorm before the qkv projection; after the RMSNorm before the MLP only on 70B-shaped layers, around attention
+// nowhere: there the early weight traffic slows a latency-bound chain on the critical path.
 __device__ __forceinline__ void pdl_enter_next_first() {
   allow_dependents();
   wait_for_predecessor();
