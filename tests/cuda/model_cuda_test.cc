@@ -4,7 +4,8 @@
 // position whose CPU top-2 margin is at least 2 % of the row's largest |logit| (a smaller margin can
 // flip under the ~1 % deviation of reduced-precision activations, so near-ties are not compared, but at
 // least a quarter of the positions must be); greedy
-// generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too.
+// generation with F32 gives the CPU's tokens, and a prefill of a few hundred tokens matches too; BF16 single-token
+// decode steps stay as close to the CPU's as a BF16 prefill.
 // The KV cache on the device: decoding token by token (through capacity growth) and continuing
 // after reset() give the logits of one prefill. Greedy decoding with the steps queued on the device gives the host
 // loop's tokens and keeps exactly the steps it reports. Skipped without a visible GPU.
@@ -154,6 +155,28 @@ TEST_P(CudaModelFixtureTest, LongPrefillF32MatchesCpu) {
   const std::vector<int32_t> tokens = random_tokens(300, f.logits.size(1), 7);
   const auto [cpu, gpu] = cpu_and_cuda_logits(f.dir, tokens, DType::F32);
   expect_close_to_cpu(f.name + " F32, 300 tokens", gpu, cpu, 1e-4, 0);
+}
+
+// Single-token decode steps in BF16, the path a served model takes (for the MoE fixtures: the router folded into the
+// routing kernel), against the CPU's F32 steps over the same 5-token prompt and 16 tokens after it.
+TEST_P(CudaModelFixtureTest, Bf16DecodeCloseToCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelFixture f = testing::load_model_fixture(GetParam());
+  auto cpu = runtime::Model::load(f.dir);
+  auto gpu = runtime::Model::load(f.dir, cuda_options(DType::BF16));
+  const std::vector<int32_t> tokens = random_tokens(21, f.logits.size(1), 13);
+  const std::span<const int32_t> prompt = std::span<const int32_t>(tokens).first(5);
+  cpu->forward(prompt, false);
+  gpu->forward(prompt, false);
+  const int64_t V = cpu->vocab_size();
+  Tensor got = Tensor::empty({16, V}, DType::F32), want = Tensor::empty({16, V}, DType::F32);
+  for (int64_t t = 0; t < 16; ++t) {
+    const std::span<const int32_t> one = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(5 + t), 1);
+    const Tensor g = gpu->forward(one, false), c = cpu->forward(one, false);
+    std::copy(g.data<float>(), g.data<float>() + V, got.data<float>() + t * V);
+    std::copy(c.data<float>(), c.data<float>() + V, want.data<float>() + t * V);
+  }
+  expect_close_to_cpu(f.name + " BF16 decode, 16 steps", got, want, 3e-2, 0.02);
 }
 
 // Whether the fixture's decode steps are captured: every model but MoE ones with unquantized experts
