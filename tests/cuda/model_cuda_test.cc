@@ -126,6 +126,17 @@ void expect_close_to_cpu(const std::string& what, const Tensor& gpu, const Tenso
                                               << " positions have a clear margin";
 }
 
+// The logits [steps, V] of one single-token step per token of `steps`, after whatever the model already holds.
+Tensor step_logits(runtime::Model& model, std::span<const int32_t> steps) {
+  const int64_t n = static_cast<int64_t>(steps.size()), V = model.vocab_size();
+  Tensor logits = Tensor::empty({n, V}, DType::F32);
+  for (int64_t t = 0; t < n; ++t) {
+    const Tensor row = model.forward(steps.subspan(static_cast<size_t>(t), 1), false);
+    std::copy(row.data<float>(), row.data<float>() + V, logits.data<float>() + t * V);
+  }
+  return logits;
+}
+
 class CudaModelFixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModelFixtureTest, F32LogitsMatchCpu) {
@@ -168,15 +179,9 @@ TEST_P(CudaModelFixtureTest, Bf16DecodeCloseToCpu) {
   const std::span<const int32_t> prompt = std::span<const int32_t>(tokens).first(5);
   cpu->forward(prompt, false);
   gpu->forward(prompt, false);
-  const int64_t V = cpu->vocab_size();
-  Tensor got = Tensor::empty({16, V}, DType::F32), want = Tensor::empty({16, V}, DType::F32);
-  for (int64_t t = 0; t < 16; ++t) {
-    const std::span<const int32_t> one = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(5 + t), 1);
-    const Tensor g = gpu->forward(one, false), c = cpu->forward(one, false);
-    std::copy(g.data<float>(), g.data<float>() + V, got.data<float>() + t * V);
-    std::copy(c.data<float>(), c.data<float>() + V, want.data<float>() + t * V);
-  }
-  expect_close_to_cpu(f.name + " BF16 decode, 16 steps", got, want, 3e-2, 0.02);
+  const std::span<const int32_t> steps = std::span<const int32_t>(tokens).subspan(5);
+  expect_close_to_cpu(f.name + " BF16 decode, 16 steps", step_logits(*gpu, steps), step_logits(*cpu, steps), 3e-2,
+                      0.02);
 }
 
 // Whether the fixture's decode steps are captured: every model but MoE ones with unquantized experts
@@ -217,15 +222,9 @@ TEST_P(CudaModelFixtureTest, GraphDecodeMatchesEagerDecode) {
   const std::vector<int32_t> tokens = random_tokens(29, f.logits.size(1), 5);
   const std::span<const int32_t> prompt = std::span<const int32_t>(tokens).first(5);
   EXPECT_EQ(testing::normwise_relative_error(graph->forward(prompt), eager->forward(prompt)), 0.0) << f.name;
-  const int64_t V = graph->vocab_size();
-  Tensor got = Tensor::empty({24, V}, DType::F32), want = Tensor::empty({24, V}, DType::F32);
-  for (int64_t t = 0; t < 24; ++t) {
-    const std::span<const int32_t> one = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(5 + t), 1);
-    const Tensor g = graph->forward(one, false), e = eager->forward(one, false);
-    std::copy(g.data<float>(), g.data<float>() + V, got.data<float>() + t * V);
-    std::copy(e.data<float>(), e.data<float>() + V, want.data<float>() + t * V);
-  }
-  expect_close_to_cpu(f.name + " bf16: graph decode vs eager decode", got, want, 1e-6, 0);
+  const std::span<const int32_t> steps = std::span<const int32_t>(tokens).subspan(5);
+  expect_close_to_cpu(f.name + " bf16: graph decode vs eager decode", step_logits(*graph, steps),
+                      step_logits(*eager, steps), 1e-6, 0);
   EXPECT_EQ(eager->decode_graph_status(), "eager: off (--cuda-graph off)") << f.name;
   if (!decodes_with_graph(f, *graph)) {
     const std::string status = graph->decode_graph_status();
