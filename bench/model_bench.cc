@@ -94,7 +94,7 @@ void BM_DecodeLlama8B(benchmark::State& state) {
     ~TempTree() { remove(); }
   } tree{dir};
   auto t0 = std::chrono::steady_clock::now();
-  const uint64_t bytes = bench::write_synthetic_gptq(dir, {});
+  const uint64_t bytes = bench::write_synthetic_checkpoint(dir, {});
   const double write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto model = runtime::Model::load(dir, {.threads = bench_threads()});
   tree.remove();  // the weights live in memory now

@@ -1,9 +1,13 @@
-// Writes an int4 GPTQ checkpoint with random weights (for decode benchmarks of shapes too large to commit), Llama-3
+// Writes a quantized checkpoint with random weights (for decode benchmarks of shapes too large to commit), Llama-3
 // shaped or, with experts, Qwen3-MoE shaped (routed experts in every layer, q / k norms, an unquantized router):
 // config.json, one safetensors shard per decoder layer plus one for the embedding, final norm and lm_head, and
-// model.safetensors.index.json. GPTQ v1, symmetric, group `group`, lm_head quantized; embedding, norms and router
-// F16. Codes are uniform random, scales small, so activations stay finite through the layers. Memory use is one
-// shard at a time.
+// model.safetensors.index.json. Two formats:
+//  - SyntheticFormat::Gptq4: GPTQ v1 int4, symmetric, group `group`, lm_head quantized (what AutoGPTQ / GPTQModel
+//    write with lm_head quantization);
+//  - SyntheticFormat::Fp8Dynamic: compressed-tensors FP8 e4m3 weights with per-channel BF16 scales and dynamic
+//    per-token activations, lm_head unquantized (F16), as llm-compressor's FP8_DYNAMIC scheme writes them.
+// Embedding, norms and router F16. Codes are uniform random, scales small, so activations stay finite through the
+// layers. Memory use is one shard at a time.
 #pragma once
 
 #include <fmt/format.h>
@@ -25,6 +29,8 @@
 
 namespace qlm::bench {
 
+enum class SyntheticFormat { Gptq4, Fp8Dynamic };
+
 // The defaults are Llama-3-8B; experts > 0 makes a Qwen3-MoE-shaped model (synthetic_qwen3_30b_a3b()).
 struct SyntheticShape {
   int64_t hidden = 4096;
@@ -38,6 +44,7 @@ struct SyntheticShape {
   int64_t experts = 0;  // routed experts per layer (Qwen3-MoE); 0: a dense Llama MLP
   int64_t top_k = 0;
   int64_t moe_intermediate = 0;
+  SyntheticFormat format = SyntheticFormat::Gptq4;
   int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }
 };
 
@@ -112,6 +119,60 @@ inline void add_gptq_linear(Named& out, const std::string& module, int64_t K, in
   out.emplace_back(module + ".g_idx", g_idx);
 }
 
+// Compressed-tensors FP8 tensors of one linear layer [K -> N] under `module`: e4m3 codes [N, K] with exponents
+// 2^-2..2^1 (|w| in [0.25, 3.75], no NaN or subnormal codes) and one BF16 scale per output channel [N, 1].
+inline void add_fp8_linear(Named& out, const std::string& module, int64_t K, int64_t N, uint64_t seed) {
+  Tensor codes = Tensor::empty({N, K}, DType::F8_E4M3);
+  const Tensor words = random_words({(N * K + 3) / 4}, seed);
+  const uint8_t* r = reinterpret_cast<const uint8_t*>(words.raw_data());
+  uint8_t* c = reinterpret_cast<uint8_t*>(codes.raw_data());
+  for (int64_t i = 0, n = N * K; i < n; ++i) {
+    const uint8_t sign = r[i] & 0x80, exponent = static_cast<uint8_t>(5 + ((r[i] >> 3) & 3)), mantissa = r[i] & 7;
+    c[i] = static_cast<uint8_t>(sign | exponent << 3 | mantissa);
+  }
+  out.emplace_back(module + ".weight", std::move(codes));
+  // |w| <= 3.75 with a mean square near 2.6, so a scale of 1/(2 sqrt(K)) keeps each output near unit size.
+  const float scale = 0.5f / std::sqrt(static_cast<float>(K));
+  const Tensor f16 = f16_filled({N, 1}, scale, seed + 1, scale * 0.2f);
+  Tensor scales = Tensor::empty({N, 1}, DType::BF16);
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(f16.raw_data());
+  uint16_t* b = reinterpret_cast<uint16_t*>(scales.raw_data());
+  for (int64_t i = 0; i < N; ++i) b[i] = f32_to_bf16(f16_to_f32(h[i]));
+  out.emplace_back(module + ".weight_scale", std::move(scales));
+}
+
+// One linear layer [K -> N] under `module` in the checkpoint's format.
+inline void add_linear(Named& out, const SyntheticShape& s, const std::string& module, int64_t K, int64_t N,
+                       uint64_t seed) {
+  if (s.format == SyntheticFormat::Fp8Dynamic) {
+    add_fp8_linear(out, module, K, N, seed);
+  } else {
+    add_gptq_linear(out, module, K, N, s.group, seed);
+  }
+}
+
+// compressed-tensors' quantization_config for FP8 e4m3 weights (per channel) and dynamic per-token activations on
+// every Linear but lm_head.
+inline nlohmann::json fp8_dynamic_quantization_config() {
+  const nlohmann::json weights = {{"num_bits", 8},       {"type", "float"},     {"strategy", "channel"},
+                                  {"symmetric", true},   {"dynamic", false},    {"group_size", nullptr},
+                                  {"actorder", nullptr}, {"observer", "minmax"}};
+  const nlohmann::json inputs = {{"num_bits", 8},       {"type", "float"},    {"strategy", "token"},
+                                 {"symmetric", true},   {"dynamic", true},    {"group_size", nullptr},
+                                 {"actorder", nullptr}, {"observer", nullptr}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "float-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"Linear"}},
+              {"weights", weights},
+              {"input_activations", inputs},
+              {"format", "float-quantized"}}}}},
+          {"ignore", {"lm_head"}},
+          {"kv_cache_scheme", nullptr}};
+}
+
 }  // namespace detail
 
 // The name of shard `index` (0-based) of `shards`: model-00001-of-00033.safetensors.
@@ -119,7 +180,7 @@ inline std::string synthetic_shard_name(int64_t index, int64_t shards) {
   return fmt::format("model-{:05d}-of-{:05d}.safetensors", index + 1, shards);
 }
 
-// Every file write_synthetic_gptq may leave in its directory, in-progress ones included
+// Every file write_synthetic_checkpoint may leave in its directory, in-progress ones included
 // (what an interrupted run has to remove).
 inline std::vector<std::string> synthetic_checkpoint_files(const SyntheticShape& s) {
   std::vector<std::string> files = {"config.json", "model.safetensors.index.json"};
@@ -131,7 +192,8 @@ inline std::vector<std::string> synthetic_checkpoint_files(const SyntheticShape&
 }
 
 // Returns the bytes written. Throws qlm::Error (io) on write failures.
-inline uint64_t write_synthetic_gptq(const std::filesystem::path& dir, const SyntheticShape& s, uint64_t seed = 1) {
+inline uint64_t write_synthetic_checkpoint(const std::filesystem::path& dir, const SyntheticShape& s,
+                                           uint64_t seed = 1) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   const int64_t head_dim = s.head_size();
@@ -167,6 +229,11 @@ inline uint64_t write_synthetic_gptq(const std::filesystem::path& dir, const Syn
                              {"sym", true},
                              {"lm_head", true},
                              {"checkpoint_format", "gptq"}}}};
+  if (s.format == SyntheticFormat::Fp8Dynamic) {
+    config["quantization_config"] = detail::fp8_dynamic_quantization_config();
+    // llm-compressor's MoE recipes leave the router unquantized too.
+    if (moe) config["quantization_config"]["ignore"].push_back("re:.*mlp.gate$");
+  }
   if (moe) {  // Qwen3-MoE: its own names, rope and ids; every layer sparse
     config["architectures"] = {"Qwen3MoeForCausalLM"};
     config["model_type"] = "qwen3_moe";
@@ -202,10 +269,10 @@ inline uint64_t write_synthetic_gptq(const std::filesystem::path& dir, const Syn
     detail::Named t;
     const std::string p = fmt::format("model.layers.{}.", l);
     const uint64_t base = seed * 1000 + static_cast<uint64_t>(l) * 16;
-    detail::add_gptq_linear(t, p + "self_attn.q_proj", s.hidden, s.heads * head_dim, s.group, base + 1);
-    detail::add_gptq_linear(t, p + "self_attn.k_proj", s.hidden, s.kv_heads * head_dim, s.group, base + 2);
-    detail::add_gptq_linear(t, p + "self_attn.v_proj", s.hidden, s.kv_heads * head_dim, s.group, base + 3);
-    detail::add_gptq_linear(t, p + "self_attn.o_proj", s.heads * head_dim, s.hidden, s.group, base + 4);
+    detail::add_linear(t, s, p + "self_attn.q_proj", s.hidden, s.heads * head_dim, base + 1);
+    detail::add_linear(t, s, p + "self_attn.k_proj", s.hidden, s.kv_heads * head_dim, base + 2);
+    detail::add_linear(t, s, p + "self_attn.v_proj", s.hidden, s.kv_heads * head_dim, base + 3);
+    detail::add_linear(t, s, p + "self_attn.o_proj", s.heads * head_dim, s.hidden, base + 4);
     if (moe) {
       t.emplace_back(p + "self_attn.q_norm.weight", detail::f16_filled({head_dim}, 1.0f, base + 10, 0.1f));
       t.emplace_back(p + "self_attn.k_norm.weight", detail::f16_filled({head_dim}, 1.0f, base + 11, 0.1f));
@@ -214,14 +281,14 @@ inline uint64_t write_synthetic_gptq(const std::filesystem::path& dir, const Syn
       for (int64_t e = 0; e < s.experts; ++e) {
         const std::string x = fmt::format("{}mlp.experts.{}.", p, e);
         const uint64_t eb = base * 1000 + static_cast<uint64_t>(e) * 4;
-        detail::add_gptq_linear(t, x + "gate_proj", s.hidden, s.moe_intermediate, s.group, eb + 1);
-        detail::add_gptq_linear(t, x + "up_proj", s.hidden, s.moe_intermediate, s.group, eb + 2);
-        detail::add_gptq_linear(t, x + "down_proj", s.moe_intermediate, s.hidden, s.group, eb + 3);
+        detail::add_linear(t, s, x + "gate_proj", s.hidden, s.moe_intermediate, eb + 1);
+        detail::add_linear(t, s, x + "up_proj", s.hidden, s.moe_intermediate, eb + 2);
+        detail::add_linear(t, s, x + "down_proj", s.moe_intermediate, s.hidden, eb + 3);
       }
     } else {
-      detail::add_gptq_linear(t, p + "mlp.gate_proj", s.hidden, s.intermediate, s.group, base + 5);
-      detail::add_gptq_linear(t, p + "mlp.up_proj", s.hidden, s.intermediate, s.group, base + 6);
-      detail::add_gptq_linear(t, p + "mlp.down_proj", s.intermediate, s.hidden, s.group, base + 7);
+      detail::add_linear(t, s, p + "mlp.gate_proj", s.hidden, s.intermediate, base + 5);
+      detail::add_linear(t, s, p + "mlp.up_proj", s.hidden, s.intermediate, base + 6);
+      detail::add_linear(t, s, p + "mlp.down_proj", s.intermediate, s.hidden, base + 7);
     }
     t.emplace_back(p + "input_layernorm.weight", detail::f16_filled({s.hidden}, 1.0f, base + 8, 0.1f));
     t.emplace_back(p + "post_attention_layernorm.weight", detail::f16_filled({s.hidden}, 1.0f, base + 9, 0.1f));
@@ -230,7 +297,11 @@ inline uint64_t write_synthetic_gptq(const std::filesystem::path& dir, const Syn
   detail::Named last;
   last.emplace_back("model.embed_tokens.weight", detail::f16_filled({s.vocab, s.hidden}, 0.0f, seed + 7, 2.0f));
   last.emplace_back("model.norm.weight", detail::f16_filled({s.hidden}, 1.0f, seed + 8, 0.1f));
-  detail::add_gptq_linear(last, "lm_head", s.hidden, s.vocab, s.group, seed + 9);
+  if (s.format == SyntheticFormat::Fp8Dynamic) {  // lm_head stays unquantized, as llm-compressor leaves it
+    last.emplace_back("lm_head.weight", detail::f16_filled({s.vocab, s.hidden}, 0.0f, seed + 9, 0.5f));
+  } else {
+    detail::add_gptq_linear(last, "lm_head", s.hidden, s.vocab, s.group, seed + 9);
+  }
   write_shard(s.layers, last);
 
   const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};

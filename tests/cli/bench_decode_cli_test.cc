@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/device.h"
@@ -66,6 +67,22 @@ TEST(BenchDecodeCli, SyntheticQwen3MoeDecodesOnTheCpu) {
   EXPECT_EQ(j.at("weight_bytes_per_token").get<int64_t>(), want);
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().rfind("qlm-synthetic-", 0), std::string::npos) << "left over: " << e.path();
+}
+
+TEST(BenchDecodeCli, SyntheticOptionsAreCheckedBeforeAnythingIsWritten) {
+  testing::TempDir dir;
+  for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
+           {"synthetic:llama3-8b:format=awq",
+            "unknown synthetic option 'format=awq' in 'synthetic:llama3-8b:format=awq'"},
+           {"synthetic:llama3-8b:format=fp8:layers=0", "bad layer count in 'synthetic:llama3-8b:format=fp8:layers=0'"},
+           {"synthetic:llama3-9b:format=fp8", "unknown synthetic model 'llama3-9b'"}}) {
+    const testing::QlmRun r =
+        testing::run_qlm("bench-decode " + spec + " --device cpu --tokens 2 --tmp '" + dir.path().string() + "'", dir);
+    EXPECT_NE(r.status, 0) << spec;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().rfind("qlm-synthetic-", 0), std::string::npos) << "written: " << e.path();
 }
 
 TEST(CudaBenchDecodeCli, GreedyStepsQueuedOnTheDevice) {

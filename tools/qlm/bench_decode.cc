@@ -2,8 +2,9 @@
 //   qlm bench-decode MODEL [model options: --device, --dtype, --threads, --tp, ...]
 //                    [--prompt-len P] [--tokens T] [--json]
 // MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b` / `synthetic:qwen3-30b-a3b`
-// (each with an optional `:layers=N`): an int4 GPTQ checkpoint (g128, lm_head quantized) with random weights in
-// that shape, written to a temporary directory under --tmp (default: the system temp dir), loaded, and removed
+// (each with optional `:layers=N` and `:format=gptq|fp8`): an int4 GPTQ checkpoint (g128, lm_head quantized; the
+// default) or a compressed-tensors FP8-dynamic one (lm_head F16) with random weights in that shape, written to a
+// temporary directory under --tmp (default: the system temp dir), loaded, and removed
 // (~4.9 GB for 8B; 70B is ~0.43 GB per layer and the Qwen3-MoE shape ~0.32 GB, so `:layers=N` keeps them to N).
 // `--keep-synthetic DIR` writes it to DIR instead and keeps it; a later run given the same DIR and model loads it
 // without writing again (A/B runs of one shape under different settings). Runs a prefill of P tokens, then T
@@ -46,23 +47,36 @@ struct BenchDecodeOptions {
   bool json = false;
 };
 
-// "synthetic:llama3-8b", "synthetic:llama3-70b:layers=8" -> a shape; nullopt for a directory.
+// "synthetic:llama3-8b", "synthetic:llama3-70b:layers=8", "synthetic:llama3-8b:format=fp8:layers=4" -> a shape;
+// nullopt for a directory.
 std::optional<bench::SyntheticShape> synthetic_shape(const std::string& spec) {
   const std::string prefix = "synthetic:";
   if (spec.rfind(prefix, 0) != 0) return std::nullopt;
   std::string rest = spec.substr(prefix.size());
   int64_t layers = -1;
-  if (auto colon = rest.find(':'); colon != std::string::npos) {
-    const std::string opt = rest.substr(colon + 1);
-    rest = rest.substr(0, colon);
-    if (opt.rfind("layers=", 0) != 0)
-      fail("cli.args", {}, "use synthetic:llama3-70b:layers=N", "unknown synthetic option '{}'", opt);
-    try {
-      layers = std::stoll(opt.substr(7));
-    } catch (const std::exception&) {
-      layers = 0;
+  bench::SyntheticFormat format = bench::SyntheticFormat::Gptq4;
+  std::vector<std::string> opts;
+  for (size_t colon = rest.find(':'); colon != std::string::npos; colon = rest.find(':')) {
+    const size_t next = rest.find(':', colon + 1);
+    opts.push_back(rest.substr(colon + 1, next == std::string::npos ? std::string::npos : next - colon - 1));
+    rest.erase(colon, next == std::string::npos ? std::string::npos : next - colon);
+  }
+  for (const std::string& opt : opts) {
+    if (opt.rfind("layers=", 0) == 0) {
+      try {
+        layers = std::stoll(opt.substr(7));
+      } catch (const std::exception&) {
+        layers = 0;
+      }
+      if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
+    } else if (opt == "format=gptq") {
+      format = bench::SyntheticFormat::Gptq4;
+    } else if (opt == "format=fp8") {
+      format = bench::SyntheticFormat::Fp8Dynamic;
+    } else {
+      fail("cli.args", {}, "use :layers=N and :format=gptq|fp8, e.g. synthetic:llama3-70b:format=fp8:layers=8",
+           "unknown synthetic option '{}' in '{}'", opt, spec);
     }
-    if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
   }
   bench::SyntheticShape s;  // Llama-3-8B
   if (rest == "qwen3-30b-a3b") {
@@ -78,6 +92,7 @@ std::optional<bench::SyntheticShape> synthetic_shape(const std::string& spec) {
          "unknown synthetic model '{}'", rest);
   }
   if (layers > 0) s.layers = layers;
+  s.format = format;
   return s;
 }
 
@@ -116,7 +131,7 @@ void bench_decode(const BenchDecodeOptions& o) {
       std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s (kept) ...\n",
                    o.model.model_dir.c_str(), static_cast<long long>(shape->layers), dir.c_str());
       const auto t0 = Clock::now();
-      bench::write_synthetic_gptq(dir, *shape);
+      bench::write_synthetic_checkpoint(dir, *shape);
       write_s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::ofstream(marker) << o.model.model_dir << "\n";
     }
@@ -131,7 +146,7 @@ void bench_decode(const BenchDecodeOptions& o) {
     std::fprintf(stderr, "writing a synthetic %s checkpoint (%lld layers) to %s ...\n", o.model.model_dir.c_str(),
                  static_cast<long long>(shape->layers), dir.c_str());
     const auto t0 = Clock::now();
-    bench::write_synthetic_gptq(dir, *shape);
+    bench::write_synthetic_checkpoint(dir, *shape);
     write_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // --tp-procs: the children load the checkpoint rank 0 just wrote (MODEL is replaced by its path).
@@ -214,8 +229,8 @@ void bench_decode(const BenchDecodeOptions& o) {
 
 void register_bench_decode_command(CLI::App& app) {
   auto opts = std::make_shared<BenchDecodeOptions>();
-  auto* cmd = app.add_subcommand("bench-decode",
-                                 "Decode tokens/s of a model (or a synthetic Llama-3- or Qwen3-MoE-shaped int4 one)");
+  auto* cmd = app.add_subcommand(
+      "bench-decode", "Decode tokens/s of a model (or a synthetic Llama-3- or Qwen3-MoE-shaped int4 / FP8 one)");
   add_model_options(cmd, opts->model);
   cmd->add_option("--prompt-len", opts->prompt_len, "Prefill tokens before decoding")->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
