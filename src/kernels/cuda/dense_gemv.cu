@@ -6,6 +6,7 @@
 #include "kernels/cuda/act_quant_device.cuh"
 #include "kernels/cuda/dense_gemv.h"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/vec_dot.cuh"
 
 namespace qlm::cuda {
 namespace {
@@ -18,14 +19,6 @@ template <typename T>
 struct GemvVec {
   static constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte vector
 };
-
-template <typename T>
-__device__ __forceinline__ void add_products(const uint4& wv, const uint4& xv, float& acc) {
-  const T* w = reinterpret_cast<const T*>(&wv);
-  const T* x = reinterpret_cast<const T*>(&xv);
-#pragma unroll
-  for (int e = 0; e < GemvVec<T>::E; ++e) acc = fmaf(load_float(x, e), load_float(w, e), acc);
-}
 
 // Warp w of block b computes column n = b · kGemvWarps + w for every row. `vectors`: rows are whole 16-byte vectors
 // at 16-byte aligned addresses (checked on the host), else the lanes take single elements.
@@ -56,7 +49,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         if (v >= KV) break;
 #pragma unroll
         for (int m = 0; m < kDenseGemvMaxRows; ++m)
-          if (m < M) add_products<T>(wb[u], reinterpret_cast<const uint4*>(x + m * K)[v], acc[m]);
+          if (m < M) acc[m] = vec_dot_add<T>(wb[u], reinterpret_cast<const uint4*>(x + m * K)[v], acc[m]);
       }
     }
   } else {

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "kernels/cuda/device_attribute.h"
+#include "kernels/cuda/vec_dot.cuh"
 #include "runtime/ops/cuda/elem.cuh"
 #include "runtime/ops/cuda/moe_launch.h"
 
@@ -368,26 +369,6 @@ __device__ __forceinline__ float round_to(float x) {
 }
 
 template <ElemType T>
-__device__ __forceinline__ float vec_dot(const uint4& a, const uint4& b, float acc) {
-  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float a0, a1, b0, b1;
-    if constexpr (T == ElemType::BF16) {
-      a0 = __uint_as_float(aw[i] << 16), a1 = __uint_as_float(aw[i] & 0xffff0000u);
-      b0 = __uint_as_float(bw[i] << 16), b1 = __uint_as_float(bw[i] & 0xffff0000u);
-    } else {
-      const float2 af = __half22float2(*reinterpret_cast<const __half2*>(&aw[i]));
-      const float2 bf = __half22float2(*reinterpret_cast<const __half2*>(&bw[i]));
-      a0 = af.x, a1 = af.y, b0 = bf.x, b1 = bf.y;
-    }
-    acc = fmaf(a0, b0, acc);
-    acc = fmaf(a1, b1, acc);
-  }
-  return acc;
-}
-
-template <ElemType T>
 __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRouterRouteAlignArgs a, int parts) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
@@ -404,14 +385,22 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
   const uint4* x = static_cast<const uint4*>(a.x);
   const int g = rank * kRouterWarps + (tid >> 5);
 
+  // GEMV row r: expert r / parts, the vectors [v0, v1) of its weight row.
+  struct RowPart {
+    const uint4* row;
+    int64_t v0, v1;
+  };
+  const auto part_of = [&](int r) {
+    const int64_t v0 = (r % parts) * span;
+    return RowPart{w + static_cast<int64_t>(r / parts) * vecs, v0, min(v0 + span, vecs)};
+  };
   uint4 cached[kRouterCached];
   const auto request = [&](int r) {
-    const int64_t v0 = (r % parts) * span, v1 = min(v0 + span, vecs);
-    const uint4* row = w + static_cast<int64_t>(r / parts) * vecs;
+    const RowPart p = part_of(r);
 #pragma unroll
     for (int i = 0; i < kRouterCached; ++i) {
-      const int64_t v = v0 + lane + 32 * i;
-      if (v < v1) cached[i] = __ldg(row + v);
+      const int64_t v = p.v0 + lane + 32 * i;
+      if (v < p.v1) cached[i] = __ldg(p.row + v);
     }
   };
   const bool probe = a.probe != nullptr && rank == 0 && tid == 0;
@@ -426,8 +415,7 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
   float* partial0 = cluster.map_shared_rank(partial, 0);
   for (int r = g; r < rows; r += kRouterClusterWarps) {
     if (r != g) request(r);
-    const int64_t v0 = (r % parts) * span, v1 = min(v0 + span, vecs);
-    const uint4* row = w + static_cast<int64_t>(r / parts) * vecs;
+    const auto [row, v0, v1] = part_of(r);
     float acc[kMoeRouterMaxTokens] = {};
 #pragma unroll
     for (int i = 0; i < kRouterCached; ++i) {
@@ -435,14 +423,14 @@ __global__ void __launch_bounds__(kAlignThreads) router_route_align_kernel(MoeRo
       if (v < v1) {
 #pragma unroll
         for (int t = 0; t < kMoeRouterMaxTokens; ++t)
-          if (t < T_) acc[t] = vec_dot<T>(cached[i], x[t * vecs + v], acc[t]);
+          if (t < T_) acc[t] = qlm::cuda::vec_dot_add<typename Elem<T>::type>(cached[i], x[t * vecs + v], acc[t]);
       }
     }
     for (int64_t v = v0 + lane + 32 * kRouterCached; v < v1; v += 32) {
       const uint4 wv = __ldg(row + v);
 #pragma unroll
       for (int t = 0; t < kMoeRouterMaxTokens; ++t)
-        if (t < T_) acc[t] = vec_dot<T>(wv, x[t * vecs + v], acc[t]);
+        if (t < T_) acc[t] = qlm::cuda::vec_dot_add<typename Elem<T>::type>(wv, x[t * vecs + v], acc[t]);
     }
 #pragma unroll
     for (int t = 0; t < kMoeRouterMaxTokens; ++t) {
