@@ -3,7 +3,8 @@
 // static / dynamic per-tensor activations x BF16 / F16 / F32, all of its paths (the weight-
 // streaming kernel, forced for every M through QLM_FP8_FAST_MAX_M; the default M rule, which hands
 // M > 16 to the CUTLASS sm_90a GEMM on sm_90 or else to cuBLASLt; every CUTLASS tile configuration
-// and the cuBLASLt path, forced through QLM_FP8_CUTLASS_CONFIG), poisoned outputs; its vectorised per-token quantizer
+// and the cuBLASLt path, forced through QLM_FP8_CUTLASS_CONFIG; the GEMM quantizing its own activations up to 4
+// tokens, bit for bit against the quantizer + GEMM pair), poisoned outputs; its vectorised per-token quantizer
 // bit-exactly against the CPU quantizer; its can_implement reasons and its place in kernel selection. Suites named
 // Cuda* need a GPU for the numeric tests and skip without one.
 #include <gtest/gtest.h>
@@ -210,6 +211,59 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
     }
   }
   unsetenv("QLM_FP8_PROMOTION");
+}
+
+// Up to 4 tokens with per-token scales the streaming GEMM quantizes its activations itself: bit for bit the output
+// of the quantizer + GEMM pair (QLM_FP8_FUSED_QUANT_MAX_M=0), for every activation dtype, weight scale kind, bias or
+// none, one K slice or several (the split reduction reads the scales the GEMM wrote), rows with an all-zero token
+// and with values past e4m3's range (saturation); and the path names say which ran.
+TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  struct Shape {
+    int64_t N, K;
+  };
+  for (const Shape sh : {Shape{144, 512}, Shape{272, 1280}, Shape{4096, 14336}})
+    for (const WeightScaleKind ws : {WeightScaleKind::Tensor, WeightScaleKind::Channel})
+      for (const DType act : {DType::BF16, DType::F16, DType::F32}) {
+        if (sh.K > 2048 && act != DType::BF16) continue;
+        const Fp8Variant v{ws, ActScheme::DynamicToken};
+        const ScaledMMConfig c = fp8_config(v, sh.N, sh.K, act, Device::cuda(0), capability0());
+        const ScaledMMWeights w = fp8_weights(v, sh.N, sh.K, 11 + sh.N);
+        std::vector<float> bias(static_cast<size_t>(sh.N));
+        for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
+        for (const char* splits : {"", "1", "3"}) {
+          if (*splits) setenv("QLM_FP8_FAST_SPLITS", splits, 1);
+          const auto fused = make_kernel(c, w, "");
+          setenv("QLM_FP8_FUSED_QUANT_MAX_M", "0", 1);
+          const auto separate = make_kernel(c, w, "");
+          unsetenv("QLM_FP8_FUSED_QUANT_MAX_M");
+          unsetenv("QLM_FP8_FAST_SPLITS");
+          for (int64_t M = 1; M <= 5; ++M) {
+            EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
+            EXPECT_EQ(separate->path(M), "streaming");
+            std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 31 * M + sh.K);
+            if (M == 2)
+              for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
+            if (M == 3)
+              x[static_cast<size_t>(2 * sh.K + 7)] = act == DType::F32 ? 1e30f : 6e4f;  // tiny codes beside it
+            const bool with_bias = M % 2 == 1;
+            const std::string what =
+                fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
+            trace_run(what);
+            const std::vector<float> got = run_kernel(*fused, c, x, M, with_bias ? &bias : nullptr);
+            const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
+            ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " element " << i;
+          }
+        }
+      }
+  // Static and per-tensor dynamic scales always take the quantizer.
+  const ScaledMMConfig st =
+      fp8_config({WeightScaleKind::Tensor, ActScheme::StaticTensor}, 144, 512, DType::BF16, Device::cuda(0), 90);
+  EXPECT_EQ(make_kernel(st, fp8_weights({WeightScaleKind::Tensor, ActScheme::StaticTensor}, 144, 512, 5), "")->path(1),
+            "streaming");
 }
 
 // The vectorised per-token quantizer: codes and scales bit-identical to the CPU quantizer, for rows

@@ -4,7 +4,8 @@
 //
 // Run-time rule: M <= max_m (16; QLM_FP8_FAST_MAX_M overrides it, read in prepare) runs our
 // weight-streaming tensor-core kernel (scaled_mm_fp8_fast_kernels.h): activation quantizer, then
-// one GEMM launch over an N x K-slice grid (plus a small reduction when K is split). Larger M,
+// one GEMM launch over an N x K-slice grid (plus a small reduction when K is split); up to 4 tokens
+// with per-token scales the GEMM quantizes the activations itself (one launch, the same codes). Larger M,
 // where the GEMM turns compute-bound, runs after our vectorised quantizer either a CUTLASS
 // TMA + wgmma GEMM with the scales and bias in its epilogue (sm_90 exactly, BF16/F16 output, when
 // CUTLASS was compiled in; tile configuration per M by fp8_cutlass_config_for, or
@@ -95,6 +96,11 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
     // QLM_FP8_QUANT_PDL=0 launches it in plain stream order.
     quant_pdl_ = pdl_ && env_switch_on("QLM_FP8_QUANT_PDL");
+    // Up to kFp8FastFusedQuantMaxTokens tokens with per-token scales the GEMM quantizes its activations itself (no
+    // quantizer launch: the same codes); QLM_FP8_FUSED_QUANT_MAX_M=n lowers the bound (0: always the quantizer).
+    fused_quant_max_m_ = c_.act == ActScheme::DynamicToken ? cuda::kFp8FastFusedQuantMaxTokens : 0;
+    if (const char* env = std::getenv("QLM_FP8_FUSED_QUANT_MAX_M"))
+      fused_quant_max_m_ = std::clamp<int64_t>(std::atoll(env), 0, fused_quant_max_m_);
     // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
     use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
     if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
@@ -127,14 +133,24 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     const int64_t M =
         check_cuda_linear_args("cuda_scaled_mm_fp8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
+    // One launch: the streaming GEMM encodes the activations itself (its 16-byte loads need x aligned; the
+    // quantizer's do too, so a misaligned view never reaches either in practice).
+    if (quantizes_in_gemm(M) && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0) {
+      CudaActCodes q;
+      q.group = c_.K_p;
+      q.scales = Tensor::empty({M}, DType::F32, c_.device);
+      run_fast(q, &x, M, y, bias);
+      return;
+    }
     const CudaActCodes q = quantize(x, M);
     if (M <= max_m_)
-      run_fast(q, M, y, bias);
+      run_fast(q, nullptr, M, y, bias);
     else if (!run_cutlass(q, M, y, bias))
       lt_->run(w_, q, M, y, bias);
   }
 
   std::string path(int64_t M) const override {
+    if (quantizes_in_gemm(M)) return "streaming, quantizing in the GEMM";
     if (M <= max_m_) return "streaming";
     if (use_cutlass_) {
       const std::optional<Fp8CutlassChoice> c = cutlass_choice(M);
@@ -197,7 +213,11 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     return {best, best_slice * cuda::kFp8FastStepK};
   }
 
-  void run_fast(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
+  bool quantizes_in_gemm(int64_t M) const { return M <= fused_quant_max_m_ && M <= max_m_; }
+
+  // x_fused: the activations, which the GEMM quantizes itself (quantizes_in_gemm(M); q holds only the scales it
+  // writes); else q's codes and scales from the quantizer.
+  void run_fast(const CudaActCodes& q, const Tensor* x_fused, int64_t M, Tensor& y, const Tensor* bias) const {
     cuda::Context& ctx = cuda::context(c_.device.index);
     const int64_t N = c_.N_p, K = c_.K_p;
     const size_t y_elem = dtype_size(c_.act_dtype);
@@ -207,8 +227,14 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
       const auto [splits, k_slice] = plan(mc, ctx.sm_count);
       cuda::Fp8FastGemmArgs a;
       a.w = reinterpret_cast<const uint8_t*>(w_.codes.raw_data());
-      a.xq = reinterpret_cast<const uint8_t*>(q.codes.raw_data()) + m0 * K;
-      a.sx = q.scales.data<float>() + m0;
+      if (x_fused) {
+        Tensor scales = q.scales;  // a handle on the same storage, which the GEMM writes
+        a.x = reinterpret_cast<const char*>(x_fused->raw_data()) + static_cast<size_t>(m0 * K) * y_elem;
+        a.sx_out = scales.data<float>() + m0;
+      } else {
+        a.xq = reinterpret_cast<const uint8_t*>(q.codes.raw_data()) + m0 * K;
+        a.sx = q.scales.data<float>() + m0;
+      }
       a.sw = w_.scales.data<float>();
       a.sw_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
       a.bias = bias ? bias->data<float>() : nullptr;
@@ -266,6 +292,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   int64_t max_m_ = kDefaultMaxM;
+  int64_t fused_quant_max_m_ = 0;  // up to this M the streaming GEMM quantizes its activations itself
   int force_splits_ = 0;
   bool pdl_ = false;
   bool quant_pdl_ = false;               // the per-token quantizer launched for programmatic dependent launch

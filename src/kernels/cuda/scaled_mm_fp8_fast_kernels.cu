@@ -214,9 +214,49 @@ int chunk_columns(int rows, int64_t k_slice) {
 // 16 bytes are 4 registers; registers {0, 1} feed one MMA and {2, 3} another: in both operands a
 // lane's register i of an MMA holds the lane's logical k = 4 t + 16 i .. +3, so A (weights, rows g
 // and g + 8) and B (tokens g) see the same permutation of k and the products pair up correctly.
-template <int MT, typename T>
+// The per-token scales of rows [0, M) of x [M, K] (M <= kFp8FastFusedQuantMaxTokens) by the whole block, as
+// quant_token_regs_kernel / quant_token_kernel compute them (fmaxf: the same absmax in any order): scale[m] and
+// inv[m] (its reciprocal, 0 for an all-zero row) in shared memory for every thread.
+template <typename T>
+__device__ __forceinline__ void token_scales(const T* x, int64_t M, int64_t K, float* scale, float* inv) {
+  __shared__ float part[kFp8FastFusedQuantMaxTokens][kWarps];
+  float am[kFp8FastFusedQuantMaxTokens] = {};
+  const int64_t nv = K / 8;
+#pragma unroll
+  for (int m = 0; m < kFp8FastFusedQuantMaxTokens; ++m) {
+    if (m >= M) break;
+#pragma unroll 4
+    for (int64_t v = threadIdx.x; v < nv; v += kThreads) {
+      Packed8<T> p;
+      p.load(x + m * K + v * 8);
+      float f[8];
+      p.widen(f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) am[m] = fmaxf(am[m], fabsf(f[j]));
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kFp8FastFusedQuantMaxTokens; ++m) {
+    const float w = warp_max(am[m]);
+    if ((threadIdx.x & 31) == 0) part[m][threadIdx.x >> 5] = w;
+  }
+  __syncthreads();
+  if (threadIdx.x < M) {
+    float r = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) r = fmaxf(r, part[threadIdx.x][i]);
+    const float sc = token_scale(r);
+    scale[threadIdx.x] = sc;
+    inv[threadIdx.x] = sc > 0 ? __fdiv_rn(1.0f, sc) : 0.0f;
+  }
+  __syncthreads();
+}
+
+template <int MT, typename T, bool kQuant>
 __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs a, int kc) {
+  static_assert(!kQuant || MT * 8 >= kFp8FastFusedQuantMaxTokens, "fused quantization within one token tile");
   extern __shared__ uint4 smem[];
+  __shared__ float s_scale[kQuant ? kFp8FastFusedQuantMaxTokens : 1], s_inv[kQuant ? kFp8FastFusedQuantMaxTokens : 1];
   uint8_t* xs = reinterpret_cast<uint8_t*>(smem);
   constexpr int kRows = MT * 8;
   const int ld = kc + kRowPad;
@@ -246,7 +286,12 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
       }
   };
   if (active && nsteps > 0) load_w(wc, kbeg);
-  wait_for_predecessor();  // the activation codes and scales are the quantizer's output
+  wait_for_predecessor();  // the activation codes and scales are the quantizer's output (or x, the previous kernel's)
+  const T* x = static_cast<const T*>(a.x);
+  if constexpr (kQuant) {
+    token_scales(x, a.M, K, s_scale, s_inv);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < a.M) a.sx_out[threadIdx.x] = s_scale[threadIdx.x];
+  }
 
   int64_t c0 = kbeg, c1 = kbeg;
   for (int64_t s = 0; s < nsteps; ++s) {
@@ -259,7 +304,22 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
       for (int i = threadIdx.x; i < kRows * per_row; i += kThreads) {
         const int row = i / per_row, col = i - row * per_row;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (row < a.M) v = *reinterpret_cast<const uint4*>(a.xq + row * K + c0 + col * 16);
+        if (row < a.M) {
+          if constexpr (kQuant) {  // 16 elements to 16 codes, as quant_token_regs_kernel encodes them
+            const T* src = x + row * K + c0 + col * 16;
+            float f[8];
+            Packed8<T> p;
+            p.load(src);
+            p.widen(f);
+            const uint2 lo = quantize8(f, s_inv[row]);
+            p.load(src + 8);
+            p.widen(f);
+            const uint2 hi = quantize8(f, s_inv[row]);
+            v = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          } else {
+            v = *reinterpret_cast<const uint4*>(a.xq + row * K + c0 + col * 16);
+          }
+        }
         *reinterpret_cast<uint4*>(xs + row * ld + col * 16) = v;
       }
       __syncthreads();
@@ -300,7 +360,8 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
       if (a.splits > 1) {
         a.partial[(int64_t{blockIdx.y} * a.M + m) * N + n] = acc[j][e];
       } else {
-        float v = acc[j][e] * (a.sx[m] * a.sw[n * a.sw_stride]);
+        const float sx = kQuant ? s_scale[kQuant ? m : 0] : a.sx[m];
+        float v = acc[j][e] * (sx * a.sw[n * a.sw_stride]);
         if (a.bias) v += a.bias[n];
         store_out<T>(a.y, m * N + n, v);
       }
@@ -333,22 +394,23 @@ __global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
 template <int MT>
 const void* gemm_kernel_ptr(int y_type) {
   switch (y_type) {
-    case kF32: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, float>);
-    case kF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __half>);
-    case kBF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __nv_bfloat16>);
+    case kF32: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, float, false>);
+    case kF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __half, false>);
+    case kBF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __nv_bfloat16, false>);
   }
   return nullptr;
 }
 
-template <int MT, typename T>
-cudaError_t launch_mt(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+template <int MT, typename T, bool kQuant>
+cudaError_t launch_mt(Fp8FastGemmArgs a, cudaStream_t stream) {
   const int kc = chunk_columns(MT * 8, a.k_slice);
   const size_t smem = static_cast<size_t>(MT * 8) * (kc + kRowPad);
   const dim3 grid(static_cast<unsigned>((a.N + kFp8FastRowsPerBlock - 1) / kFp8FastRowsPerBlock),
                   static_cast<unsigned>(a.splits));
-  cudaError_t e = launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T>, grid, dim3(kThreads), smem, stream, a, kc);
+  cudaError_t e = launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T, kQuant>, grid, dim3(kThreads), smem, stream, a, kc);
   if (e != cudaSuccess) return e;
   if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1) return e;
+  if (kQuant) a.sx = a.sx_out;  // block (0, 0) wrote them; the reduction waits for the whole GEMM
   const int64_t quads = a.M * a.N / 4;
   const int64_t want = (quads + 255) / 256;
   e = launch_pdl_if(a.pdl, fp8_fast_reduce_kernel<T>, dim3(static_cast<unsigned>(want < 4096 ? want : 4096)), dim3(256),
@@ -359,11 +421,12 @@ cudaError_t launch_mt(const Fp8FastGemmArgs& a, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t launch_typed(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+  if (a.x != nullptr) return launch_mt<1, T, true>(a, stream);  // M <= kFp8FastFusedQuantMaxTokens (checked)
   switch (fp8_fast_tile_tokens(a.M)) {
-    case 8: return launch_mt<1, T>(a, stream);
-    case 16: return launch_mt<2, T>(a, stream);
-    case 32: return launch_mt<4, T>(a, stream);
-    case 64: return launch_mt<8, T>(a, stream);
+    case 8: return launch_mt<1, T, false>(a, stream);
+    case 16: return launch_mt<2, T, false>(a, stream);
+    case 32: return launch_mt<4, T, false>(a, stream);
+    case 64: return launch_mt<8, T, false>(a, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -390,6 +453,9 @@ cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) 
   if (a.M <= 0) return cudaSuccess;
   if (a.M > kFp8FastMaxTokens || a.K % kFp8FastStepK != 0 || a.N % 16 != 0 || a.k_slice % kFp8FastStepK != 0 ||
       a.k_slice <= 0 || a.splits < 1 || (a.splits > 1 && a.partial == nullptr))
+    return cudaErrorInvalidValue;
+  if (a.x != nullptr &&
+      (a.M > kFp8FastFusedQuantMaxTokens || a.sx_out == nullptr || reinterpret_cast<uintptr_t>(a.x) % 16 != 0))
     return cudaErrorInvalidValue;
   switch (a.y_type) {
     case kF32: return launch_typed<float>(a, stream);

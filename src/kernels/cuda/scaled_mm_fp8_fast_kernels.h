@@ -44,7 +44,16 @@ struct Fp8FastGemmArgs {
   // Launch with programmatic dependent launch (capability >= 90): the GEMM starts streaming its
   // first weights while the quantizer before it finishes, and waits before reading the codes.
   bool pdl = false;
+  // Quantization inside the GEMM (M <= kFp8FastFusedQuantMaxTokens, dynamic per-token scales): when x is set the
+  // kernel reads the activations [M, K] of y_type itself instead of xq / sx: every block takes each token's absmax
+  // over the whole row and encodes the codes it stages, bit for bit as fp8_fast_quant_token would. Block (0, 0)
+  // writes the scales to sx_out [M] (for the split reduction, and for callers that want them).
+  const void* x = nullptr;
+  float* sx_out = nullptr;
 };
+// Tokens up to which the GEMM may quantize its activations itself: every block reads each token's whole row (from
+// L2) for the absmax, so this stays small.
+constexpr int kFp8FastFusedQuantMaxTokens = 4;
 
 // Tokens per MMA column tile group of the kernel instance that serves M tokens (8, 16, 32, 64).
 int fp8_fast_tile_tokens(int64_t M);
