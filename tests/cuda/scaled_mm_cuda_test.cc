@@ -298,7 +298,13 @@ TEST(ScaledMMCudaRegistry, SelectionPrefersCublasLt) {
             "cuda_scaled_mm_fp8_fast");
   EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4112),
             "cuda_scaled_mm_fp8_lt");
+  // cuda_scaled_mm_int8_fast (priority 5) for symmetric INT8 activations; zero points or K not a multiple of 256:
+  // cuBLASLt.
   EXPECT_EQ(chosen({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken}, 4096, 4096),
+            "cuda_scaled_mm_int8_fast");
+  EXPECT_EQ(chosen({W8Type::Int8, WeightScaleKind::Channel, ActScheme::DynamicToken, /*sym=*/false}, 4096, 4096),
+            "cuda_scaled_mm_int8_lt");
+  EXPECT_EQ(chosen({W8Type::Int8, WeightScaleKind::Tensor, ActScheme::StaticTensor}, 4096, 4112),
             "cuda_scaled_mm_int8_lt");
   EXPECT_EQ(chosen({W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup}, 4096, 4096),
             "cuda_scaled_mm_simple");

@@ -33,6 +33,7 @@
 #include "kernels/cuda/fp8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#include "kernels/cuda/w8a8_stream_gemm.h"
 #include "kernels/scaled_mm.h"
 
 namespace qlm {
@@ -88,19 +89,13 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
     if (const char* env = std::getenv("QLM_FP8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
-    // Tuning / diagnosis: QLM_FP8_FAST_SPLITS forces the K split (clamped), QLM_FP8_FAST_PDL=0
-    // turns programmatic dependent launch off.
-    if (const char* env = std::getenv("QLM_FP8_FAST_SPLITS")) force_splits_ = std::max(0, std::atoi(env));
-    pdl_ = c_.capability >= 90 && env_switch_on("QLM_FP8_FAST_PDL");
+    // The streaming GEMM (QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M: w8a8_stream_gemm.h).
+    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/false, "QLM_FP8");
+    pdl_ = stream_->pdl();
     // The quantizer is launched for programmatic dependent launch too (its launch overlaps the previous kernel's
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
     // QLM_FP8_QUANT_PDL=0 launches it in plain stream order.
     quant_pdl_ = pdl_ && env_switch_on("QLM_FP8_QUANT_PDL");
-    // Up to kFp8FastFusedQuantMaxTokens tokens with per-token scales the GEMM quantizes its activations itself (no
-    // quantizer launch: the same codes); QLM_FP8_FUSED_QUANT_MAX_M=n lowers the bound (0: always the quantizer).
-    fused_quant_max_m_ = c_.act == ActScheme::DynamicToken ? cuda::kFp8FastFusedQuantMaxTokens : 0;
-    if (const char* env = std::getenv("QLM_FP8_FUSED_QUANT_MAX_M"))
-      fused_quant_max_m_ = std::clamp<int64_t>(std::atoll(env), 0, fused_quant_max_m_);
     // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
     use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
     if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
@@ -119,11 +114,6 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
              "QLM_FP8_PROMOTION={} is not a positive multiple of 4", env);
       forced_promotion_ = n;
     }
-    for (int i = 0; i < 4; ++i) {
-      int blocks = 0;
-      QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, &blocks));
-      occupancy_[i] = std::max(1, blocks);
-    }
     // cuBLASLt for large M on the same weight copy; its per-row weight scales serve CUTLASS too.
     lt_ = std::make_unique<Fp8OuterVecLtGemm>(c_, w, w_, /*outer_vec=*/true,
                                               "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M)");
@@ -136,15 +126,12 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // One launch: the streaming GEMM encodes the activations itself (its 16-byte loads need x aligned; the
     // quantizer's do too, so a misaligned view never reaches either in practice).
     if (quantizes_in_gemm(M) && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0) {
-      CudaActCodes q;
-      q.group = c_.K_p;
-      q.scales = Tensor::empty({M}, DType::F32, c_.device);
-      run_fast(q, &x, M, y, bias);
+      stream_->run_quantizing(w_, x, M, y, bias);
       return;
     }
     const CudaActCodes q = quantize(x, M);
     if (M <= max_m_)
-      run_fast(q, nullptr, M, y, bias);
+      stream_->run(w_, q, M, y, bias);
     else if (!run_cutlass(q, M, y, bias))
       lt_->run(w_, q, M, y, bias);
   }
@@ -177,83 +164,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     return q;
   }
 
-  // Split count for `M` tokens by a small cost model: weight streaming at full bandwidth only when
-  // every resident-block slot has work (whole waves), a start-up latency per wave, plus the F32
-  // partials' round trip and the reduction launch when K is split.
-  std::pair<int, int64_t> plan(int64_t M, int sm_count) const {
-    const int tile = cuda::fp8_fast_tile_tokens(M);
-    const int occ = occupancy_[tile == 8 ? 0 : tile == 16 ? 1 : tile == 32 ? 2 : 3];
-    const int64_t row_blocks = (c_.N_p + cuda::kFp8FastRowsPerBlock - 1) / cuda::kFp8FastRowsPerBlock;
-    const int64_t steps = c_.K_p / cuda::kFp8FastStepK;
-    if (force_splits_ > 0) {
-      const int64_t per =
-          (steps + std::min<int64_t>(force_splits_, steps) - 1) / std::min<int64_t>(force_splits_, steps);
-      return {static_cast<int>((steps + per - 1) / per), per * cuda::kFp8FastStepK};
-    }
-    const double slots = static_cast<double>(std::max(1, sm_count) * occ);
-    const double weight_s = static_cast<double>(c_.N_p) * static_cast<double>(c_.K_p) / 4.0e12;
-    int best = 1;
-    int64_t best_slice = steps;
-    double best_t = 1e30;
-    for (int64_t d = 1; d <= std::min<int64_t>(steps, 64); ++d) {
-      const int64_t per = (steps + d - 1) / d;  // steps per slice
-      const int64_t splits = (steps + per - 1) / per;
-      if (splits != d) continue;  // the same plan as a smaller d
-      const double blocks = static_cast<double>(row_blocks * splits);
-      const double waves = std::ceil(blocks / slots);
-      const double eff = blocks / (waves * slots) * (static_cast<double>(steps) / static_cast<double>(splits * per));
-      double t = weight_s / eff + waves * 1.0e-6;  // + a block's start-up latency per wave
-      if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + 2.0e-6;
-      if (t < best_t * 0.98) {
-        best_t = t;
-        best = static_cast<int>(splits);
-        best_slice = per;
-      }
-    }
-    return {best, best_slice * cuda::kFp8FastStepK};
-  }
-
-  bool quantizes_in_gemm(int64_t M) const { return M <= fused_quant_max_m_ && M <= max_m_; }
-
-  // x_fused: the activations, which the GEMM quantizes itself (quantizes_in_gemm(M); q holds only the scales it
-  // writes); else q's codes and scales from the quantizer.
-  void run_fast(const CudaActCodes& q, const Tensor* x_fused, int64_t M, Tensor& y, const Tensor* bias) const {
-    cuda::Context& ctx = cuda::context(c_.device.index);
-    const int64_t N = c_.N_p, K = c_.K_p;
-    const size_t y_elem = dtype_size(c_.act_dtype);
-    Tensor partial;
-    for (int64_t m0 = 0; m0 < M; m0 += cuda::kFp8FastMaxTokens) {
-      const int64_t mc = std::min<int64_t>(cuda::kFp8FastMaxTokens, M - m0);
-      const auto [splits, k_slice] = plan(mc, ctx.sm_count);
-      cuda::Fp8FastGemmArgs a;
-      a.w = reinterpret_cast<const uint8_t*>(w_.codes.raw_data());
-      if (x_fused) {
-        Tensor scales = q.scales;  // a handle on the same storage, which the GEMM writes
-        a.x = reinterpret_cast<const char*>(x_fused->raw_data()) + static_cast<size_t>(m0 * K) * y_elem;
-        a.sx_out = scales.data<float>() + m0;
-      } else {
-        a.xq = reinterpret_cast<const uint8_t*>(q.codes.raw_data()) + m0 * K;
-        a.sx = q.scales.data<float>() + m0;
-      }
-      a.sw = w_.scales.data<float>();
-      a.sw_stride = c_.weight_scale == WeightScaleKind::Channel ? 1 : 0;
-      a.bias = bias ? bias->data<float>() : nullptr;
-      a.y = reinterpret_cast<char*>(y.raw_data()) + static_cast<size_t>(m0 * N) * y_elem;
-      a.y_type = cuda_float_type(c_.act_dtype);
-      a.M = mc;
-      a.N = N;
-      a.K = K;
-      a.splits = splits;
-      a.k_slice = k_slice;
-      a.pdl = pdl_;
-      if (splits > 1) {
-        if (!partial.defined() || partial.numel() < splits * mc * N)
-          partial = Tensor::empty({splits * mc * N}, DType::F32, c_.device);
-        a.partial = partial.data<float>();
-      }
-      QLM_CUDA_CHECK(cuda::launch_fp8_fast_gemm(a, ctx.stream));
-    }
-  }
+  bool quantizes_in_gemm(int64_t M) const { return M <= max_m_ && stream_->quantizes_in_gemm(M); }
 
   // The CUTLASS configuration for M rows (forced or by the rule), or none: cuBLASLt.
   std::optional<Fp8CutlassChoice> cutlass_choice(int64_t M) const {
@@ -292,14 +203,12 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   int64_t max_m_ = kDefaultMaxM;
-  int64_t fused_quant_max_m_ = 0;  // up to this M the streaming GEMM quantizes its activations itself
-  int force_splits_ = 0;
+  std::unique_ptr<W8A8StreamGemm> stream_;  // M <= max_m_
   bool pdl_ = false;
   bool quant_pdl_ = false;               // the per-token quantizer launched for programmatic dependent launch
   std::optional<int> forced_promotion_;  // QLM_FP8_PROMOTION (tuning, tests)
   bool use_cutlass_ = false;             // large M through the CUTLASS sm_90a GEMM
   std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
-  int occupancy_[4] = {1, 1, 1, 1};                      // resident blocks per SM of the 8/16/32/64-token instances
   std::unique_ptr<Fp8OuterVecLtGemm> lt_;                // large M where CUTLASS does not run
 };
 

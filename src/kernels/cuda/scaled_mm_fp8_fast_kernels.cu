@@ -58,6 +58,19 @@ __device__ __forceinline__ uint2 quantize8(const float (&f)[8], float inv) {
   return make_uint2(e4m3x4(lo), e4m3x4(hi));
 }
 
+// 8 values to INT8 codes (symmetric), as act_quant.cu's int8_code with zero point 0: round half to even, clamp.
+__device__ __forceinline__ uint2 quantize8_int8(const float (&f)[8], float inv) {
+  uint32_t w[2] = {0, 0};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float r = clamp_like_std(rintf(__fmul_rn(f[i], inv)), -1024.0f, 1024.0f);
+    const int32_t q = static_cast<int32_t>(r);
+    const int32_t c = q < -128 ? -128 : (q > 127 ? 127 : q);
+    w[i / 4] |= (static_cast<uint32_t>(c) & 0xffu) << (8 * (i % 4));
+  }
+  return make_uint2(w[0], w[1]);
+}
+
 // The absmax of the block's threads (every thread gets it).
 __device__ __forceinline__ float block_max(float m) {
   __shared__ float sh[kWarps];
@@ -197,6 +210,18 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // the host never launches this below capability 8.0
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ void store_out(void* y, int64_t i, float v) {
   store_float(static_cast<T*>(y), i, v);
@@ -215,9 +240,10 @@ int chunk_columns(int rows, int64_t k_slice) {
 // lane's register i of an MMA holds the lane's logical k = 4 t + 16 i .. +3, so A (weights, rows g
 // and g + 8) and B (tokens g) see the same permutation of k and the products pair up correctly.
 // The per-token scales of rows [0, M) of x [M, K] (M <= kFp8FastFusedQuantMaxTokens) by the whole block, as
-// quant_token_regs_kernel / quant_token_kernel compute them (fmaxf: the same absmax in any order): scale[m] and
-// inv[m] (its reciprocal, 0 for an all-zero row) in shared memory for every thread.
-template <typename T>
+// quant_token_regs_kernel / quant_token_kernel (FP8) or act_quant.cu (symmetric INT8) compute them (fmaxf: the same
+// absmax in any order): scale[m] and inv[m] (the reciprocal scale, 0 for an all-zero row) in shared memory for
+// every thread.
+template <typename T, bool kInt8>
 __device__ __forceinline__ void token_scales(const T* x, int64_t M, int64_t K, float* scale, float* inv) {
   __shared__ float part[kFp8FastFusedQuantMaxTokens][kWarps];
   float am[kFp8FastFusedQuantMaxTokens] = {};
@@ -245,15 +271,21 @@ __device__ __forceinline__ void token_scales(const T* x, int64_t M, int64_t K, f
     float r = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) r = fmaxf(r, part[threadIdx.x][i]);
-    const float sc = token_scale(r);
-    scale[threadIdx.x] = sc;
-    inv[threadIdx.x] = sc > 0 ? __fdiv_rn(1.0f, sc) : 0.0f;
+    if constexpr (kInt8) {  // act_quant.cu's symmetric per-token INT8 scale
+      scale[threadIdx.x] = __fdiv_rn(r, 127.0f);
+      inv[threadIdx.x] = r > 0 ? __fdiv_rn(127.0f, r) : 0.0f;
+    } else {
+      const float sc = token_scale(r);
+      scale[threadIdx.x] = sc;
+      inv[threadIdx.x] = sc > 0 ? __fdiv_rn(1.0f, sc) : 0.0f;
+    }
   }
   __syncthreads();
 }
 
-template <int MT, typename T, bool kQuant>
+template <int MT, typename T, bool kQuant, bool kInt8>
 __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs a, int kc) {
+  using Acc = std::conditional_t<kInt8, int, float>;  // INT8: exact int32 sums (|code| <= 128, K <= 131072)
   static_assert(!kQuant || MT * 8 >= kFp8FastFusedQuantMaxTokens, "fused quantization within one token tile");
   extern __shared__ uint4 smem[];
   __shared__ float s_scale[kQuant ? kFp8FastFusedQuantMaxTokens : 1], s_inv[kQuant ? kFp8FastFusedQuantMaxTokens : 1];
@@ -270,9 +302,9 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
   const uint8_t* wg = a.w + (active ? (n0 + g) * K : 0) + 16 * t;
   const uint8_t* wg8 = wg + (active ? 8 * K : 0);
 
-  float acc[MT][4];
+  Acc acc[MT][4];
 #pragma unroll
-  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
 
   // [h][q][row]: h = 128-column half, q = 64-column quarter pair, row = g / g + 8.
   uint4 wc[2][2][2], wn[2][2][2];
@@ -289,7 +321,7 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
   wait_for_predecessor();  // the activation codes and scales are the quantizer's output (or x, the previous kernel's)
   const T* x = static_cast<const T*>(a.x);
   if constexpr (kQuant) {
-    token_scales(x, a.M, K, s_scale, s_inv);
+    token_scales<T, kInt8>(x, a.M, K, s_scale, s_inv);
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < a.M) a.sx_out[threadIdx.x] = s_scale[threadIdx.x];
   }
 
@@ -311,10 +343,10 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
             Packed8<T> p;
             p.load(src);
             p.widen(f);
-            const uint2 lo = quantize8(f, s_inv[row]);
+            const uint2 lo = kInt8 ? quantize8_int8(f, s_inv[row]) : quantize8(f, s_inv[row]);
             p.load(src + 8);
             p.widen(f);
-            const uint2 hi = quantize8(f, s_inv[row]);
+            const uint2 hi = kInt8 ? quantize8_int8(f, s_inv[row]) : quantize8(f, s_inv[row]);
             v = make_uint4(lo.x, lo.y, hi.x, hi.y);
           } else {
             v = *reinterpret_cast<const uint4*>(a.xq + row * K + c0 + col * 16);
@@ -335,8 +367,13 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
 #pragma unroll
           for (int j = 0; j < MT; ++j) {
             const uint4 B = *reinterpret_cast<const uint4*>(xb + j * 8 * ld + 128 * h + 64 * q);
-            mma_e4m3(acc[j], A.x, A8.x, A.y, A8.y, B.x, B.y);
-            mma_e4m3(acc[j], A.z, A8.z, A.w, A8.w, B.z, B.w);
+            if constexpr (kInt8) {
+              mma_s8(acc[j], A.x, A8.x, A.y, A8.y, B.x, B.y);
+              mma_s8(acc[j], A.z, A8.z, A.w, A8.w, B.z, B.w);
+            } else {
+              mma_e4m3(acc[j], A.x, A8.x, A.y, A8.y, B.x, B.y);
+              mma_e4m3(acc[j], A.z, A8.z, A.w, A8.w, B.z, B.w);
+            }
           }
         }
 #pragma unroll
@@ -358,10 +395,10 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
       const int64_t n = n0 + g + (e >> 1) * 8;
       if (m >= a.M) continue;
       if (a.splits > 1) {
-        a.partial[(int64_t{blockIdx.y} * a.M + m) * N + n] = acc[j][e];
+        a.partial[(int64_t{blockIdx.y} * a.M + m) * N + n] = static_cast<float>(acc[j][e]);
       } else {
         const float sx = kQuant ? s_scale[kQuant ? m : 0] : a.sx[m];
-        float v = acc[j][e] * (sx * a.sw[n * a.sw_stride]);
+        float v = static_cast<float>(acc[j][e]) * (sx * a.sw[n * a.sw_stride]);
         if (a.bias) v += a.bias[n];
         store_out<T>(a.y, m * N + n, v);
       }
@@ -391,23 +428,19 @@ __global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
   }
 }
 
-template <int MT>
-const void* gemm_kernel_ptr(int y_type) {
-  switch (y_type) {
-    case kF32: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, float, false>);
-    case kF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __half, false>);
-    case kBF16: return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __nv_bfloat16, false>);
-  }
-  return nullptr;
+template <int MT, bool kInt8>
+const void* gemm_kernel_ptr() {
+  return reinterpret_cast<const void*>(&fp8_fast_gemm_kernel<MT, __nv_bfloat16, false, kInt8>);
 }
 
-template <int MT, typename T, bool kQuant>
+template <int MT, typename T, bool kQuant, bool kInt8>
 cudaError_t launch_mt(Fp8FastGemmArgs a, cudaStream_t stream) {
   const int kc = chunk_columns(MT * 8, a.k_slice);
   const size_t smem = static_cast<size_t>(MT * 8) * (kc + kRowPad);
   const dim3 grid(static_cast<unsigned>((a.N + kFp8FastRowsPerBlock - 1) / kFp8FastRowsPerBlock),
                   static_cast<unsigned>(a.splits));
-  cudaError_t e = launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T, kQuant>, grid, dim3(kThreads), smem, stream, a, kc);
+  cudaError_t e =
+      launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T, kQuant, kInt8>, grid, dim3(kThreads), smem, stream, a, kc);
   if (e != cudaSuccess) return e;
   if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1) return e;
   if (kQuant) a.sx = a.sx_out;  // block (0, 0) wrote them; the reduction waits for the whole GEMM
@@ -419,14 +452,24 @@ cudaError_t launch_mt(Fp8FastGemmArgs a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, bool kInt8>
 cudaError_t launch_typed(const Fp8FastGemmArgs& a, cudaStream_t stream) {
-  if (a.x != nullptr) return launch_mt<1, T, true>(a, stream);  // M <= kFp8FastFusedQuantMaxTokens (checked)
+  if (a.x != nullptr) return launch_mt<1, T, true, kInt8>(a, stream);  // M <= kFp8FastFusedQuantMaxTokens (checked)
   switch (fp8_fast_tile_tokens(a.M)) {
-    case 8: return launch_mt<1, T, false>(a, stream);
-    case 16: return launch_mt<2, T, false>(a, stream);
-    case 32: return launch_mt<4, T, false>(a, stream);
-    case 64: return launch_mt<8, T, false>(a, stream);
+    case 8: return launch_mt<1, T, false, kInt8>(a, stream);
+    case 16: return launch_mt<2, T, false, kInt8>(a, stream);
+    case 32: return launch_mt<4, T, false, kInt8>(a, stream);
+    case 64: return launch_mt<8, T, false, kInt8>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <bool kInt8>
+cudaError_t launch_codes(const Fp8FastGemmArgs& a, cudaStream_t stream) {
+  switch (a.y_type) {
+    case kF32: return launch_typed<float, kInt8>(a, stream);
+    case kF16: return launch_typed<__half, kInt8>(a, stream);
+    case kBF16: return launch_typed<__nv_bfloat16, kInt8>(a, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -435,13 +478,13 @@ cudaError_t launch_typed(const Fp8FastGemmArgs& a, cudaStream_t stream) {
 
 int fp8_fast_tile_tokens(int64_t M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
-cudaError_t fp8_fast_occupancy(int tile_tokens, int* blocks_per_sm) {
+cudaError_t fp8_fast_occupancy(int tile_tokens, bool int8, int* blocks_per_sm) {
   const void* f = nullptr;
   switch (tile_tokens) {
-    case 8: f = gemm_kernel_ptr<1>(kBF16); break;
-    case 16: f = gemm_kernel_ptr<2>(kBF16); break;
-    case 32: f = gemm_kernel_ptr<4>(kBF16); break;
-    case 64: f = gemm_kernel_ptr<8>(kBF16); break;
+    case 8: f = int8 ? gemm_kernel_ptr<1, true>() : gemm_kernel_ptr<1, false>(); break;
+    case 16: f = int8 ? gemm_kernel_ptr<2, true>() : gemm_kernel_ptr<2, false>(); break;
+    case 32: f = int8 ? gemm_kernel_ptr<4, true>() : gemm_kernel_ptr<4, false>(); break;
+    case 64: f = int8 ? gemm_kernel_ptr<8, true>() : gemm_kernel_ptr<8, false>(); break;
     default: return cudaErrorInvalidValue;
   }
   // The largest chunk an instance stages (a K slice of at least one chunk).
@@ -457,12 +500,7 @@ cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) 
   if (a.x != nullptr &&
       (a.M > kFp8FastFusedQuantMaxTokens || a.sx_out == nullptr || reinterpret_cast<uintptr_t>(a.x) % 16 != 0))
     return cudaErrorInvalidValue;
-  switch (a.y_type) {
-    case kF32: return launch_typed<float>(a, stream);
-    case kF16: return launch_typed<__half>(a, stream);
-    case kBF16: return launch_typed<__nv_bfloat16>(a, stream);
-  }
-  return cudaErrorInvalidValue;
+  return a.int8 ? launch_codes<true>(a, stream) : launch_codes<false>(a, stream);
 }
 
 cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,

@@ -1,4 +1,5 @@
-// Kernels of `cuda_scaled_mm_fp8_fast` (scaled_mm_fp8_fast.cc): FP8 e4m3 W8A8 for few tokens.
+// Kernels of `cuda_scaled_mm_fp8_fast` (scaled_mm_fp8_fast.cc): FP8 e4m3 W8A8 for few tokens; the GEMM serves
+// `cuda_scaled_mm_int8_fast` (scaled_mm_int8_fast.cc) too, with INT8 codes (Fp8FastGemmArgs::int8).
 //
 // fp8_fast_quant_token: dynamic per-token e4m3 activation quantizer, one block per row with
 // 16-byte loads; rows of up to 32768 16-bit (16384 F32) elements are read once and held in
@@ -14,7 +15,8 @@
 // summed, each lane feeds the MMA the bytes it loaded contiguously (weights and activations use
 // the same k permutation). With one K slice the epilogue (s_x[m] * s_w[n] * acc + bias, rounded
 // to the output type) is fused; with several, the slices write F32 partials and
-// fp8_fast_reduce sums them and applies the epilogue.
+// fp8_fast_reduce sums them and applies the epilogue. With INT8 codes the MMA is m16n8k32 s8 -> s32 (the same
+// fragment layout), the sums exact int32 until the epilogue converts them.
 // Plain declarations (C++17, no qlm headers): included by .cu and .cc files alike.
 #pragma once
 
@@ -29,6 +31,7 @@ constexpr int kFp8FastStepK = 256;         // K must be a multiple
 constexpr int kFp8FastMaxTokens = 64;      // tokens per launch (the host splits larger M)
 
 struct Fp8FastGemmArgs {
+  bool int8 = false;            // INT8 (s8) codes instead of FP8 e4m3, weights and activations alike
   const uint8_t* w = nullptr;   // [N, K] e4m3 codes
   const uint8_t* xq = nullptr;  // [M, K] e4m3 activation codes
   const float* sx = nullptr;    // [M] activation scales
@@ -46,7 +49,8 @@ struct Fp8FastGemmArgs {
   bool pdl = false;
   // Quantization inside the GEMM (M <= kFp8FastFusedQuantMaxTokens, dynamic per-token scales): when x is set the
   // kernel reads the activations [M, K] of y_type itself instead of xq / sx: every block takes each token's absmax
-  // over the whole row and encodes the codes it stages, bit for bit as fp8_fast_quant_token would. Block (0, 0)
+  // over the whole row and encodes the codes it stages, bit for bit as fp8_fast_quant_token (FP8) or the symmetric
+  // per-token INT8 quantizer of act_quant.cu would. Block (0, 0)
   // writes the scales to sx_out [M] (for the split reduction, and for callers that want them).
   const void* x = nullptr;
   float* sx_out = nullptr;
@@ -57,8 +61,8 @@ constexpr int kFp8FastFusedQuantMaxTokens = 4;
 
 // Tokens per MMA column tile group of the kernel instance that serves M tokens (8, 16, 32, 64).
 int fp8_fast_tile_tokens(int64_t M);
-// Resident blocks per multiprocessor of the instance for `tile_tokens`.
-cudaError_t fp8_fast_occupancy(int tile_tokens, int* blocks_per_sm);
+// Resident blocks per multiprocessor of the instance for `tile_tokens` (FP8 or INT8 codes).
+cudaError_t fp8_fast_occupancy(int tile_tokens, bool int8, int* blocks_per_sm);
 cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& args, cudaStream_t stream);
 
 // codes [M, K] e4m3, scales [M]; x [M, K] of x_type; K a multiple of 8. pdl: launched for programmatic dependent

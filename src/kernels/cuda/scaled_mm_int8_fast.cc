@@ -1,0 +1,108 @@
+// `cuda_scaled_mm_int8_fast`: INT8 W8A8 (tensor or channel weight scales; symmetric static / dynamic per-tensor or
+// dynamic per-token activations) for decoding-sized M, tried before cuda_scaled_mm_int8_lt.
+//
+// Run-time rule: M <= max_m (16; QLM_INT8_FAST_MAX_M overrides it, read in prepare) runs the weight-streaming
+// tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): up to 4
+// tokens with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
+// Larger M, where the GEMM turns compute-bound, runs cuBLASLt's INT8 GEMM and our epilogue on the same weight copy
+// (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: at one token cuBLASLt's INT8 GEMM took 17-18 µs on a
+// 4096 x 4096 / 6144 layer on the H200 whose weights take ~4-6 µs to read (docs/performance.md), where the FP8
+// streaming kernel took 9-11. Shapes: K_p a multiple of 256, N_p of 16; asymmetric activations (zero points) stay
+// with cuda_scaled_mm_int8_lt.
+#ifdef QLM_WITH_CUDA
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "kernels/cuda/dense_cuda_args.h"
+#include "kernels/cuda/int8_lt_gemm.h"
+#include "kernels/cuda/scaled_mm_cuda_common.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#include "kernels/cuda/w8a8_stream_gemm.h"
+#include "kernels/scaled_mm.h"
+
+namespace qlm {
+namespace {
+
+constexpr int64_t kDefaultMaxM = 16;
+
+std::optional<std::string> int8_fast_reason(const ScaledMMConfig& c) {
+  if (auto r = cuda_scaled_mm_base_reason(c, 80, "INT8 mma.sync m16n8k32")) return r;
+  if (c.weight_type != W8Type::Int8) return std::string("INT8 weights only (FP8: cuda_scaled_mm_fp8_fast)");
+  if (c.weight_scale != WeightScaleKind::Tensor && c.weight_scale != WeightScaleKind::Channel)
+    return fmt::format("weight scales must be per tensor or per channel, not {}",
+                       weight_scale_kind_name(c.weight_scale));
+  if (c.act != ActScheme::StaticTensor && c.act != ActScheme::DynamicTensor && c.act != ActScheme::DynamicToken)
+    return fmt::format("activations must be quantized per tensor or per token, not {}", act_scheme_name(c.act));
+  if (!c.act_symmetric)
+    return std::string("symmetric activations only (zero points: cuda_scaled_mm_int8_lt corrects for them)");
+  if (c.act_dtype != DType::BF16 && c.act_dtype != DType::F16 && c.act_dtype != DType::F32)
+    return fmt::format("activations must be BF16, F16 or F32, not {}", dtype_name(c.act_dtype));
+  if (c.K_p % cuda::kFp8FastStepK != 0 || c.N_p % 16 != 0)
+    return fmt::format("needs K_p a multiple of {} and N_p a multiple of 16; K_p={} N_p={}", cuda::kFp8FastStepK, c.K_p,
+                       c.N_p);
+  if (c.K_p > kInt8LtMaxK) return fmt::format("int32 accumulation holds K_p <= {}; K_p is {}", kInt8LtMaxK, c.K_p);
+  return std::nullopt;
+}
+
+class ScaledMMInt8FastKernel final : public ScaledMMKernel {
+ public:
+  explicit ScaledMMInt8FastKernel(const ScaledMMConfig& c) : c_(c) {}
+  std::string name() const override { return "cuda_scaled_mm_int8_fast"; }
+
+  void prepare(ScaledMMWeights w) override {
+    w_ = upload_scaled_mm_weights(c_, w);
+    if (const char* env = std::getenv("QLM_INT8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
+    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8");
+    lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
+  }
+
+  void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
+    const int64_t M =
+        check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
+    if (M == 0) return;
+    // One launch where the GEMM encodes the activations itself (its 16-byte loads need x aligned).
+    if (quantizes_in_gemm(M) && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0) {
+      stream_->run_quantizing(w_, x, M, y, bias);
+      return;
+    }
+    const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
+    if (M <= max_m_)
+      stream_->run(w_, q, M, y, bias);
+    else
+      lt_->run(w_, q, M, y, bias);
+  }
+
+  std::string path(int64_t M) const override {
+    if (quantizes_in_gemm(M)) return "streaming, quantizing in the GEMM";
+    return M <= max_m_ ? "streaming" : "cublaslt";
+  }
+
+  size_t weight_bytes() const override { return w_.bytes(); }
+
+ private:
+  bool quantizes_in_gemm(int64_t M) const { return M <= max_m_ && stream_->quantizes_in_gemm(M); }
+
+  ScaledMMConfig c_;
+  CudaScaledMMWeights w_;
+  int64_t max_m_ = kDefaultMaxM;
+  std::unique_ptr<W8A8StreamGemm> stream_;  // M <= max_m_
+  std::unique_ptr<Int8LtGemm> lt_;          // larger M
+};
+
+const ScaledMMKernelRegistrar kRegister{{
+    .name = "cuda_scaled_mm_int8_fast",
+    .backend = "cuda",
+    .device = DeviceType::CUDA,
+    .priority = 5,
+    .can_implement = int8_fast_reason,
+    .create = [](const ScaledMMConfig& c) -> std::unique_ptr<ScaledMMKernel> {
+      return std::make_unique<ScaledMMInt8FastKernel>(c);
+    },
+}};
+
+}  // namespace
+}  // namespace qlm
+#endif

@@ -1,0 +1,227 @@
+// cuda_scaled_mm_int8_fast against the CPU oracle (cpu_ref) on the same weights and activations (rounded to the
+// activation dtype first): tensor / channel weight scales x symmetric static / dynamic per-tensor / dynamic
+// per-token activations x BF16 / F16 / F32, both of its paths (the weight-streaming kernel, forced for every M
+// through QLM_INT8_FAST_MAX_M, and the default rule, which hands M > 16 to cuBLASLt), poisoned outputs; the GEMM
+// quantizing its own activations up to 4 tokens bit for bit against the quantizer + GEMM pair; its can_implement
+// reasons. Suites named Cuda* need a GPU for the numeric tests and skip without one.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "cuda/device.h"
+#include "kernels/scaled_mm.h"
+#include "support/scaled_mm_test_data.h"
+#include "tests/support/cuda_test_util.h"
+
+namespace qlm {
+namespace {
+
+constexpr const char* kName = "cuda_scaled_mm_int8_fast";
+
+struct Int8Variant {
+  WeightScaleKind ws;
+  ActScheme act;
+};
+
+ScaledMMConfig int8_config(const Int8Variant& v, int64_t N, int64_t K, DType act, Device device, int capability) {
+  ScaledMMConfig c;
+  c.K_p = K;
+  c.N_p = N;
+  c.weight_type = W8Type::Int8;
+  c.weight_scale = v.ws;
+  c.act = v.act;
+  c.act_symmetric = true;
+  c.act_dtype = act;
+  c.device = device;
+  c.capability = capability;
+  return c;
+}
+
+const std::vector<Int8Variant>& int8_variants() {
+  static const std::vector<Int8Variant> v = {
+      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
+      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
+      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
+  };
+  return v;
+}
+
+#ifdef QLM_WITH_CUDA
+
+ScaledMMWeights int8_weights(const Int8Variant& v, int64_t N, int64_t K, uint64_t seed) {
+  return testing::random_scaled_mm_weights({.type = W8Type::Int8, .ws = v.ws}, N, K, seed);
+}
+
+// The W8A8 bound of the CUDA issue (relative mean error <= 2e-3 with BF16 activations).
+double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
+
+std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
+                           const std::vector<float>* bias) {
+  c.device = Device::cpu();
+  c.act_dtype = DType::F32;
+  auto k = ScaledMMKernelRegistry::instance().find("cpu_ref")->create(c);
+  k->prepare(testing::clone_weights(w));
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
+  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
+  k->run(xt, y, bias ? &b : nullptr);
+  return y.to_float_vector();
+}
+
+// The kernel prepared with the environment settings `env` (name, value), unset again afterwards.
+std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w,
+                                            const std::vector<std::pair<const char*, std::string>>& env = {}) {
+  for (const auto& [name, value] : env) setenv(name, value.c_str(), 1);
+  auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
+  k->prepare(testing::clone_weights(w));
+  for (const auto& [name, value] : env) unsetenv(name);
+  return k;
+}
+
+std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
+                              const std::vector<float>* bias) {
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
+  Tensor y = testing::nan_poisoned(M, c.N_p, c.act_dtype, c.device);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
+  k.run(xt, y, bias ? &b : nullptr);
+  return y.to_device(Device::cpu()).to_float_vector();
+}
+
+int capability0() { return cuda_devices().at(0).capability; }
+
+std::vector<float> test_bias(int64_t N) {
+  std::vector<float> bias(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
+  return bias;
+}
+
+void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
+                 const std::vector<int64_t>& Ms) {
+  for (DType act : dtypes) {
+    const ScaledMMConfig c = int8_config(v, N, K, act, Device::cuda(0), capability0());
+    ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
+    const ScaledMMWeights w = int8_weights(v, N, K, 5 + N + K);
+    const std::vector<float> bias = test_bias(N);
+    const auto streaming = make_kernel(c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}});
+    const auto rule = make_kernel(c, w);
+    for (int64_t M : Ms) {
+      const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 3 * M + K);
+      const bool with_bias = M % 2 == 1;
+      const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      for (const ScaledMMKernel* k : {streaming.get(), rule.get()}) {
+        if (k == rule.get() && M <= 16) continue;  // the streaming kernel's path either way
+        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, k->path(M));
+        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+        ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
+        EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
+      }
+    }
+  }
+}
+
+class CudaScaledMMInt8FastTest : public ::testing::TestWithParam<Int8Variant> {};
+
+TEST_P(CudaScaledMMInt8FastTest, MatchesCpuRef) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  const std::vector<int64_t> Ms = {1, 3, 4, 5, 16, 17, 64, 129};
+  // N not a multiple of the 128-row block (idle warps); K of 2 and 5 steps (odd K splits).
+  check_shape(GetParam(), 144, 512, {DType::BF16, DType::F16, DType::F32}, Ms);
+  check_shape(GetParam(), 272, 1280, {DType::BF16, DType::F16}, Ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMInt8FastTest, ::testing::ValuesIn(int8_variants()), [](const auto& info) {
+  return fmt::format("{}_{}", weight_scale_kind_name(info.param.ws), act_scheme_name(info.param.act));
+});
+
+// Llama-sized K: long int32 accumulations, K split across many blocks.
+TEST(CudaScaledMMInt8FastLarge, LongReductions) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  check_shape({WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, {DType::BF16}, {1, 16, 64});
+  check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 2, 17});
+}
+
+// Up to 4 tokens with per-token scales the GEMM quantizes its activations itself: bit for bit the quantizer + GEMM
+// pair's output (QLM_INT8_FUSED_QUANT_MAX_M=0), one K slice or several (the split reduction reads the scales the GEMM
+// wrote), with an all-zero token (scale 0) and a large value beside small ones; the path names say which ran.
+TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  struct Shape {
+    int64_t N, K;
+  };
+  for (const Shape sh : {Shape{144, 512}, Shape{272, 1280}, Shape{4096, 14336}})
+    for (const WeightScaleKind ws : {WeightScaleKind::Tensor, WeightScaleKind::Channel})
+      for (const DType act : {DType::BF16, DType::F16, DType::F32}) {
+        if (sh.K > 2048 && act != DType::BF16) continue;
+        const Int8Variant v{ws, ActScheme::DynamicToken};
+        const ScaledMMConfig c = int8_config(v, sh.N, sh.K, act, Device::cuda(0), capability0());
+        const ScaledMMWeights w = int8_weights(v, sh.N, sh.K, 17 + sh.N);
+        const std::vector<float> bias = test_bias(sh.N);
+        for (const char* splits : {"", "1", "3"}) {
+          std::vector<std::pair<const char*, std::string>> env;
+          if (*splits) env.emplace_back("QLM_INT8_FAST_SPLITS", splits);
+          const auto fused = make_kernel(c, w, env);
+          env.emplace_back("QLM_INT8_FUSED_QUANT_MAX_M", "0");
+          const auto separate = make_kernel(c, w, env);
+          for (int64_t M = 1; M <= 5; ++M) {
+            EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
+            EXPECT_EQ(separate->path(M), "streaming");
+            std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 29 * M + sh.K);
+            if (M == 2)
+              for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
+            if (M == 3)
+              x[static_cast<size_t>(2 * sh.K + 7)] = act == DType::F32 ? 1e30f : 6e4f;  // small codes beside it
+            const bool with_bias = M % 2 == 1;
+            const std::string what =
+                fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
+            const std::vector<float> got = run_kernel(*fused, c, x, M, with_bias ? &bias : nullptr);
+            const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
+            ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " element " << i;
+          }
+        }
+      }
+}
+
+#endif
+
+// ---- registration (any machine with the backend built) ----
+
+TEST(CudaScaledMMInt8FastRegistry, CanImplementGivesReasons) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  const auto* e = ScaledMMKernelRegistry::instance().find(kName);
+  ASSERT_TRUE(e != nullptr);
+  EXPECT_EQ(e->device, DeviceType::CUDA);
+  for (const Int8Variant& v : int8_variants())
+    for (DType act : {DType::BF16, DType::F16, DType::F32})
+      EXPECT_FALSE(e->can_implement(int8_config(v, 4096, 14336, act, Device::cuda(0), 80)).has_value());
+  const Int8Variant tok{WeightScaleKind::Channel, ActScheme::DynamicToken};
+  auto reason = [&](const ScaledMMConfig& c) {
+    const auto r = e->can_implement(c);
+    return r ? *r : std::string();
+  };
+  EXPECT_NE(reason(int8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 75)).find("80"), std::string::npos);
+  EXPECT_NE(reason(int8_config(tok, 4096, 4096 + 16, DType::BF16, Device::cuda(0), 90)).find("256"), std::string::npos);
+  EXPECT_NE(reason(int8_config(tok, 4096 + 8, 4096, DType::BF16, Device::cuda(0), 90)).find("16"), std::string::npos);
+  EXPECT_NE(reason(int8_config(tok, 4096, 131072 + 256, DType::BF16, Device::cuda(0), 90)).find("131072"),
+            std::string::npos);
+  ScaledMMConfig c = int8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.act_symmetric = false;
+  EXPECT_NE(reason(c).find("symmetric"), std::string::npos);
+  c = int8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.weight_type = W8Type::Fp8E4M3;
+  EXPECT_FALSE(reason(c).empty());
+  c = int8_config(tok, 4096, 4096, DType::BF16, Device::cuda(0), 90);
+  c.act = ActScheme::None;
+  EXPECT_FALSE(reason(c).empty());
+}
+
+}  // namespace
+}  // namespace qlm
