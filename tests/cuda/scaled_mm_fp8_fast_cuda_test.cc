@@ -213,10 +213,11 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   unsetenv("QLM_FP8_PROMOTION");
 }
 
-// Up to 4 tokens with per-token scales the streaming GEMM quantizes its activations itself: bit for bit the output
-// of the quantizer + GEMM pair (QLM_FP8_FUSED_QUANT_MAX_M=0), for every activation dtype, weight scale kind, bias or
-// none, one K slice or several (the split reduction reads the scales the GEMM wrote), rows with an all-zero token
-// and with values past e4m3's range (saturation); and the path names say which ran.
+// With per-token scales the streaming GEMM quantizes its activations itself (at one token by default, up to 4 with
+// QLM_FP8_FUSED_QUANT_MAX_M=4), and the last K slice of each column block sums the split: bit for bit the output of
+// the quantizer, GEMM and reduction kernels (QLM_FP8_FUSED_QUANT_MAX_M=0 QLM_FP8_FAST_FIXUP=0), for every activation
+// dtype, weight scale kind, bias or none, one K slice or several, rows with an all-zero token and with one large
+// value beside small ones; and the path names say which ran.
 TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
@@ -234,28 +235,34 @@ TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
         for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
         for (const char* splits : {"", "1", "3"}) {
           if (*splits) setenv("QLM_FP8_FAST_SPLITS", splits, 1);
+          const auto by_default = make_kernel(c, w, "");  // in the GEMM at one token; the last block sums the split
+          setenv("QLM_FP8_FUSED_QUANT_MAX_M", "4", 1);
           const auto fused = make_kernel(c, w, "");
           setenv("QLM_FP8_FUSED_QUANT_MAX_M", "0", 1);
-          const auto separate = make_kernel(c, w, "");
+          setenv("QLM_FP8_FAST_FIXUP", "0", 1);
+          const auto separate = make_kernel(c, w, "");  // the quantizer, GEMM and reduction kernels
           unsetenv("QLM_FP8_FUSED_QUANT_MAX_M");
+          unsetenv("QLM_FP8_FAST_FIXUP");
           unsetenv("QLM_FP8_FAST_SPLITS");
           for (int64_t M = 1; M <= 5; ++M) {
+            EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(separate->path(M), "streaming");
             std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 31 * M + sh.K);
             if (M == 2)
               for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
-            if (M == 3)
-              x[static_cast<size_t>(2 * sh.K + 7)] = act == DType::F32 ? 1e30f : 6e4f;  // tiny codes beside it
+            if (M == 3) x[static_cast<size_t>(2 * sh.K + 7)] = 200.0f;                     // small codes beside it
             const bool with_bias = M % 2 == 1;
             const std::string what =
                 fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
             trace_run(what);
-            const std::vector<float> got = run_kernel(*fused, c, x, M, with_bias ? &bias : nullptr);
             const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
-            ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
-            for (size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " element " << i;
+            ASSERT_EQ(testing::first_non_finite(want.data(), static_cast<int64_t>(want.size())), -1) << what;
+            for (const ScaledMMKernel* k : {fused.get(), by_default.get()}) {
+              const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+              for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " " << k->path(M) << " element " << i;
+            }
           }
         }
       }

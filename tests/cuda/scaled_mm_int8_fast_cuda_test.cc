@@ -146,9 +146,10 @@ TEST(CudaScaledMMInt8FastLarge, LongReductions) {
   check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 2, 17});
 }
 
-// Up to 4 tokens with per-token scales the GEMM quantizes its activations itself: bit for bit the quantizer + GEMM
-// pair's output (QLM_INT8_FUSED_QUANT_MAX_M=0), one K slice or several (the split reduction reads the scales the GEMM
-// wrote), with an all-zero token (scale 0) and a large value beside small ones; the path names say which ran.
+// With per-token scales the GEMM quantizes its activations itself (one token by default, up to 4 with
+// QLM_INT8_FUSED_QUANT_MAX_M=4) and the last K slice of each column block sums the split: bit for bit the output of
+// the quantizer, GEMM and reduction kernels (QLM_INT8_FUSED_QUANT_MAX_M=0 QLM_INT8_FAST_FIXUP=0), one K slice or
+// several, with an all-zero token (scale 0) and a large value beside small ones; the path names say which ran.
 TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
@@ -166,25 +167,30 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
         for (const char* splits : {"", "1", "3"}) {
           std::vector<std::pair<const char*, std::string>> env;
           if (*splits) env.emplace_back("QLM_INT8_FAST_SPLITS", splits);
+          const auto by_default = make_kernel(c, w, env);  // in the GEMM at one token; the last block sums the split
+          env.emplace_back("QLM_INT8_FUSED_QUANT_MAX_M", "4");
           const auto fused = make_kernel(c, w, env);
-          env.emplace_back("QLM_INT8_FUSED_QUANT_MAX_M", "0");
-          const auto separate = make_kernel(c, w, env);
+          env.back().second = "0";
+          env.emplace_back("QLM_INT8_FAST_FIXUP", "0");
+          const auto separate = make_kernel(c, w, env);  // the quantizer, GEMM and reduction kernels
           for (int64_t M = 1; M <= 5; ++M) {
+            EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(separate->path(M), "streaming");
             std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 29 * M + sh.K);
             if (M == 2)
               for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
-            if (M == 3)
-              x[static_cast<size_t>(2 * sh.K + 7)] = act == DType::F32 ? 1e30f : 6e4f;  // small codes beside it
+            if (M == 3) x[static_cast<size_t>(2 * sh.K + 7)] = 200.0f;                     // small codes beside it
             const bool with_bias = M % 2 == 1;
             const std::string what =
                 fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
-            const std::vector<float> got = run_kernel(*fused, c, x, M, with_bias ? &bias : nullptr);
             const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
-            ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
-            for (size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " element " << i;
+            ASSERT_EQ(testing::first_non_finite(want.data(), static_cast<int64_t>(want.size())), -1) << what;
+            for (const ScaledMMKernel* k : {fused.get(), by_default.get()}) {
+              const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+              for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " " << k->path(M) << " element " << i;
+            }
           }
         }
       }

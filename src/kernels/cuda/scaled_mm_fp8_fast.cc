@@ -4,7 +4,7 @@
 //
 // Run-time rule: M <= max_m (16; QLM_FP8_FAST_MAX_M overrides it, read in prepare) runs our
 // weight-streaming tensor-core kernel (scaled_mm_fp8_fast_kernels.h): activation quantizer, then
-// one GEMM launch over an N x K-slice grid (plus a small reduction when K is split); up to 4 tokens
+// one GEMM launch over an N x K-slice grid (its last block per column block sums the K split); at one token
 // with per-token scales the GEMM quantizes the activations itself (one launch, the same codes). Larger M,
 // where the GEMM turns compute-bound, runs after our vectorised quantizer either a CUTLASS
 // TMA + wgmma GEMM with the scales and bias in its epilogue (sm_90 exactly, BF16/F16 output, when

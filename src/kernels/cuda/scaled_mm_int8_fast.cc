@@ -2,8 +2,8 @@
 // dynamic per-token activations) for decoding-sized M, tried before cuda_scaled_mm_int8_lt.
 //
 // Run-time rule: M <= max_m (16; QLM_INT8_FAST_MAX_M overrides it, read in prepare) runs the weight-streaming
-// tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): up to 4
-// tokens with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
+// tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): at one
+// token with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
 // Larger M, where the GEMM turns compute-bound, runs cuBLASLt's INT8 GEMM and our epilogue on the same weight copy
 // (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: at one token cuBLASLt's INT8 GEMM took 17-18 µs on a
 // 4096 x 4096 / 6144 layer on the H200 whose weights take ~4-6 µs to read (docs/performance.md), where the FP8

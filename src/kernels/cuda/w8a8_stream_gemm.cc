@@ -12,13 +12,26 @@
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 
 namespace qlm {
+namespace {
+
+// Tokens up to which the GEMM quantizes per-token activations itself by default. At one token it saves the
+// quantizer's launch in a decode step (FP8 Llama-3-8B shape: 260.6 against 254.6 tokens/s on an H100); layer by layer
+// the separate quantizer, launched early through PDL, is 0.5 µs faster at one token and 1.5-3 µs at four, where every
+// block's reading of the whole rows for the absmax shows (docs/fp8-kernel-notes.md, session 49).
+constexpr int64_t kFusedQuantDefaultMaxM = 1;
+
+}  // namespace
 
 W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::string& env_prefix) : c_(c), int8_(int8) {
   if (const char* env = std::getenv((env_prefix + "_FAST_SPLITS").c_str())) force_splits_ = std::max(0, std::atoi(env));
   pdl_ = c_.capability >= 90 && env_switch_on((env_prefix + "_FAST_PDL").c_str());
-  fused_quant_max_m_ = c_.act == ActScheme::DynamicToken && c_.act_symmetric ? cuda::kFp8FastFusedQuantMaxTokens : 0;
+  const bool per_token = c_.act == ActScheme::DynamicToken && c_.act_symmetric;
+  fused_quant_max_m_ = per_token ? kFusedQuantDefaultMaxM : 0;
   if (const char* env = std::getenv((env_prefix + "_FUSED_QUANT_MAX_M").c_str()))
-    fused_quant_max_m_ = std::clamp<int64_t>(std::atoll(env), 0, fused_quant_max_m_);
+    fused_quant_max_m_ = per_token ? std::clamp<int64_t>(std::atoll(env), 0, cuda::kFp8FastFusedQuantMaxTokens) : 0;
+  if (env_switch_on((env_prefix + "_FAST_FIXUP").c_str()))
+    counters_ =
+        Tensor::zeros({(c_.N_p + cuda::kFp8FastRowsPerBlock - 1) / cuda::kFp8FastRowsPerBlock}, DType::U32, c_.device);
   for (int i = 0; i < 4; ++i) {
     int blocks = 0;
     QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, int8_, &blocks));
@@ -107,6 +120,8 @@ void W8A8StreamGemm::launch(const CudaScaledMMWeights& w, const Tensor* codes, c
       if (!partial.defined() || partial.numel() < splits * mc * N)
         partial = Tensor::empty({splits * mc * N}, DType::F32, c_.device);
       a.partial = partial.data<float>();
+      Tensor counters = counters_;  // a handle on the same storage, which the GEMM's last blocks count on
+      if (counters.defined()) a.counters = counters.data<uint32_t>();
     }
     QLM_CUDA_CHECK(cuda::launch_fp8_fast_gemm(a, ctx.stream));
   }

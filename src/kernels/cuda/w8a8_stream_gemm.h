@@ -1,10 +1,13 @@
 // The weight-streaming W8A8 GEMM of scaled_mm_fp8_fast_kernels.h for few tokens, shared by cuda_scaled_mm_fp8_fast
 // (FP8 e4m3 codes) and cuda_scaled_mm_int8_fast (INT8 codes): the K split per M by a small cost model, the GEMM
-// launch (and the split reduction), and, for dynamic per-token activations up to kFp8FastFusedQuantMaxTokens
-// tokens, the GEMM quantizing its activations itself instead of after a quantizer launch (the same codes).
+// launch (and the split reduction), and, for dynamic per-token activations at one token (up to
+// kFp8FastFusedQuantMaxTokens through the switch below), the GEMM quantizing its activations itself instead of
+// after a quantizer launch (the same codes).
 // Tuning switches, read at construction, named after `env_prefix` ("QLM_FP8", "QLM_INT8"): <prefix>_FAST_SPLITS=n
 // forces the K split, <prefix>_FAST_PDL=0 launches without programmatic dependent launch,
-// <prefix>_FUSED_QUANT_MAX_M=n lowers the bound of the in-GEMM quantization (0: never). Only for QLM_WITH_CUDA.
+// <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4), <prefix>_FAST_FIXUP=0
+// sums split-K partials in a reduction kernel instead of in the last block of each column block. Only for
+// QLM_WITH_CUDA.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,9 @@ class W8A8StreamGemm {
   int force_splits_ = 0;
   int64_t fused_quant_max_m_ = 0;
   int occupancy_[4] = {1, 1, 1, 1};  // resident blocks per SM of the 8/16/32/64-token instances
+  // Split-K counters, one per 128-row column block, zeroed here at load (a zeroing inside a captured CUDA graph
+  // would become a memset node replayed before every call); undefined when <prefix>_FAST_FIXUP=0.
+  Tensor counters_;
 };
 
 }  // namespace qlm
