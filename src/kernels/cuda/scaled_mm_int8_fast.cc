@@ -5,9 +5,10 @@
 // tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): at one
 // token with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
 // Larger M, where the GEMM turns compute-bound, runs cuBLASLt's INT8 GEMM and our epilogue on the same weight copy
-// (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: at one token cuBLASLt's INT8 GEMM took 17-18 µs on a
-// 4096 x 4096 / 6144 layer on the H200 whose weights take ~4-6 µs to read (docs/performance.md), where the FP8
-// streaming kernel took 9-11. Shapes: K_p a multiple of 256, N_p of 16; asymmetric activations (zero points) stay
+// (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: on an H100 the streaming kernel took 10.9-165 µs at one
+// token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM took 17.4-216 (1.3-2.3x), and was ahead or even up
+// to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a multiple of 256, N_p of 16; asymmetric
+// activations (zero points) stay
 // with cuda_scaled_mm_int8_lt.
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
