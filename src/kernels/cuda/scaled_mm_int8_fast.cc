@@ -8,8 +8,7 @@
 // (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: on an H100 the streaming kernel took 10.9-165 µs at one
 // token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM took 17.4-216 (1.3-2.3x), and was ahead or even up
 // to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a multiple of 256, N_p of 16; asymmetric
-// activations (zero points) stay
-// with cuda_scaled_mm_int8_lt.
+// activations (zero points) stay with cuda_scaled_mm_int8_lt.
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
