@@ -214,10 +214,10 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
 }
 
 // With per-token scales the streaming GEMM quantizes its activations itself (at one token by default, up to 4 with
-// QLM_FP8_FUSED_QUANT_MAX_M=4), and the last K slice of each column block sums the split: bit for bit the output of
-// the quantizer, GEMM and reduction kernels (QLM_FP8_FUSED_QUANT_MAX_M=0 QLM_FP8_FAST_FIXUP=0), for every activation
-// dtype, weight scale kind, bias or none, one K slice or several, rows with an all-zero token and with one large
-// value beside small ones; and the path names say which ran.
+// QLM_FP8_FUSED_QUANT_MAX_M=4), and, with QLM_FP8_FAST_FIXUP=1, the last K slice of each column block sums the split:
+// bit for bit the output of the quantizer, GEMM and reduction kernels (QLM_FP8_FUSED_QUANT_MAX_M=0
+// QLM_FP8_FAST_FIXUP=0), for every activation dtype, weight scale kind, bias or none, one K slice or several, rows with
+// an all-zero token and with one large value beside small ones; and the path names say which ran.
 TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
@@ -235,9 +235,10 @@ TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
         for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
         for (const char* splits : {"", "1", "3"}) {
           if (*splits) setenv("QLM_FP8_FAST_SPLITS", splits, 1);
-          const auto by_default = make_kernel(c, w, "");  // in the GEMM at one token; the last block sums the split
+          const auto by_default = make_kernel(c, w, "");  // in the GEMM at one token
           setenv("QLM_FP8_FUSED_QUANT_MAX_M", "4", 1);
-          const auto fused = make_kernel(c, w, "");
+          setenv("QLM_FP8_FAST_FIXUP", "1", 1);
+          const auto fused = make_kernel(c, w, "");  // up to 4 tokens in the GEMM; the last block sums the split
           setenv("QLM_FP8_FUSED_QUANT_MAX_M", "0", 1);
           setenv("QLM_FP8_FAST_FIXUP", "0", 1);
           const auto separate = make_kernel(c, w, "");  // the quantizer, GEMM and reduction kernels

@@ -147,9 +147,10 @@ TEST(CudaScaledMMInt8FastLarge, LongReductions) {
 }
 
 // With per-token scales the GEMM quantizes its activations itself (one token by default, up to 4 with
-// QLM_INT8_FUSED_QUANT_MAX_M=4) and the last K slice of each column block sums the split: bit for bit the output of
-// the quantizer, GEMM and reduction kernels (QLM_INT8_FUSED_QUANT_MAX_M=0 QLM_INT8_FAST_FIXUP=0), one K slice or
-// several, with an all-zero token (scale 0) and a large value beside small ones; the path names say which ran.
+// QLM_INT8_FUSED_QUANT_MAX_M=4) and, with QLM_INT8_FAST_FIXUP=1, the last K slice of each column block sums the split:
+// bit for bit the output of the quantizer, GEMM and reduction kernels (QLM_INT8_FUSED_QUANT_MAX_M=0
+// QLM_INT8_FAST_FIXUP=0), one K slice or several, with an all-zero token (scale 0) and a large value beside small ones;
+// the path names say which ran.
 TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
@@ -167,11 +168,12 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
         for (const char* splits : {"", "1", "3"}) {
           std::vector<std::pair<const char*, std::string>> env;
           if (*splits) env.emplace_back("QLM_INT8_FAST_SPLITS", splits);
-          const auto by_default = make_kernel(c, w, env);  // in the GEMM at one token; the last block sums the split
+          const auto by_default = make_kernel(c, w, env);  // in the GEMM at one token
           env.emplace_back("QLM_INT8_FUSED_QUANT_MAX_M", "4");
-          const auto fused = make_kernel(c, w, env);
+          env.emplace_back("QLM_INT8_FAST_FIXUP", "1");
+          const auto fused = make_kernel(c, w, env);  // up to 4 tokens in the GEMM; the last block sums the split
+          env[env.size() - 2].second = "0";
           env.back().second = "0";
-          env.emplace_back("QLM_INT8_FAST_FIXUP", "0");
           const auto separate = make_kernel(c, w, env);  // the quantizer, GEMM and reduction kernels
           for (int64_t M = 1; M <= 5; ++M) {
             EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");

@@ -5,9 +5,9 @@
 // after a quantizer launch (the same codes).
 // Tuning switches, read at construction, named after `env_prefix` ("QLM_FP8", "QLM_INT8"): <prefix>_FAST_SPLITS=n
 // forces the K split, <prefix>_FAST_PDL=0 launches without programmatic dependent launch,
-// <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4), <prefix>_FAST_FIXUP=0
-// sums split-K partials in a reduction kernel instead of in the last block of each column block. Only for
-// QLM_WITH_CUDA.
+// <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4), <prefix>_FAST_FIXUP=1
+// sums split-K partials in the last block of each column block instead of a reduction kernel (off by default: not
+// yet measured). Only for QLM_WITH_CUDA.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,7 @@ class W8A8StreamGemm {
   int64_t fused_quant_max_m_ = 0;
   int occupancy_[4] = {1, 1, 1, 1};  // resident blocks per SM of the 8/16/32/64-token instances
   // Split-K counters, one per 128-row column block, zeroed here at load (a zeroing inside a captured CUDA graph
-  // would become a memset node replayed before every call); undefined when <prefix>_FAST_FIXUP=0.
+  // would become a memset node replayed before every call); defined only with <prefix>_FAST_FIXUP=1.
   Tensor counters_;
 };
 
