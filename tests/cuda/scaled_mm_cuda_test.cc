@@ -74,21 +74,6 @@ std::vector<float> rounded_to(DType act, std::vector<float> v) {
 
 int capability0() { return cuda_devices().at(0).capability; }
 
-std::vector<float> run_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
-                               const std::vector<float>* bias) {
-  c.device = Device::cpu();
-  c.act_dtype = DType::F32;
-  const auto* e = ScaledMMKernelRegistry::instance().find("cpu_ref");
-  EXPECT_TRUE(e != nullptr);
-  auto k = e->create(c);
-  k->prepare(testing::clone_weights(w));
-  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
-  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
-  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
-  k->run(xt, y, bias ? &b : nullptr);
-  return y.to_float_vector();
-}
-
 std::vector<float> run_gpu(const ScaledMMKernelRegistry::Entry& e, const ScaledMMConfig& c, const ScaledMMWeights& w,
                            const std::vector<float>& x, int64_t M, const std::vector<float>* bias) {
   auto k = e.create(c);
@@ -193,7 +178,7 @@ void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 5 * M + K);
       const bool with_bias = M % 2 == 1;
-      const std::vector<float> want = run_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
         if (e.device != DeviceType::CUDA || e.can_implement(c)) continue;
         ran.insert(e.name);

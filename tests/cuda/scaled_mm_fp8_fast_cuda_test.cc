@@ -71,19 +71,6 @@ ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t 
 
 double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
-std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
-                           const std::vector<float>* bias) {
-  c.device = Device::cpu();
-  c.act_dtype = DType::F32;
-  auto k = ScaledMMKernelRegistry::instance().find("cpu_ref")->create(c);
-  k->prepare(testing::clone_weights(w));
-  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
-  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
-  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
-  k->run(xt, y, bias ? &b : nullptr);
-  return y.to_float_vector();
-}
-
 // The kernel prepared with QLM_FP8_FAST_MAX_M = max_m and QLM_FP8_CUTLASS_CONFIG = config (empty:
 // unset, the default rule).
 std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w, const std::string& max_m,
@@ -105,15 +92,6 @@ std::vector<std::string> large_m_paths(const ScaledMMConfig& c) {
     for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
       paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
   return paths;
-}
-
-std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
-                              const std::vector<float>* bias) {
-  Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
-  Tensor y = testing::nan_poisoned(M, c.N_p, c.act_dtype, c.device);
-  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
-  k.run(xt, y, bias ? &b : nullptr);
-  return y.to_device(Device::cpu()).to_float_vector();
 }
 
 int capability0() { return cuda_devices().at(0).capability; }
@@ -142,12 +120,12 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 7 * M + K);
       const bool with_bias = M % 2 == 1;
-      const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const auto& [path, k] : kernels) {
         if (path != "streaming" && M <= 16) continue;  // the streaming kernel's path
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
         trace_run(what);
-        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+        const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
         EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
       }
@@ -192,7 +170,7 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   std::vector<std::vector<float>> xs, wants;
   for (int64_t M : Ms) {
     xs.push_back(testing::scaled_mm_test_acts(M, 14336, DType::BF16, 5 * M));
-    wants.push_back(run_ref(c, w, xs.back(), M, nullptr));
+    wants.push_back(testing::scaled_mm_cpu_ref(c, w, xs.back(), M, nullptr));
   }
   for (const char* interval : {"4", "8", "16", "32"}) {
     setenv("QLM_FP8_PROMOTION", interval, 1);
@@ -202,7 +180,7 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
       for (size_t mi = 0; mi < Ms.size(); ++mi) {
         const int64_t M = Ms[mi];
         trace_run(fmt::format("promotion {} {} M={}", interval, config, M));
-        const std::vector<float> got = run_kernel(*k, c, xs[mi], M, nullptr);
+        const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, xs[mi], M, nullptr);
         const double err = testing::mean_relative_error(got, wants[mi]);
         std::printf("fp8 promotion %s %s M=%lld rel_mean_error %.3e\n", interval, config.c_str(),
                     static_cast<long long>(M), err);
@@ -213,64 +191,16 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   unsetenv("QLM_FP8_PROMOTION");
 }
 
-// With per-token scales the streaming GEMM quantizes its activations itself (at one token by default, up to 4 with
-// QLM_FP8_FUSED_QUANT_MAX_M=4), and, with QLM_FP8_FAST_FIXUP=1, the last K slice of each column block sums the split:
-// bit for bit the output of the quantizer, GEMM and reduction kernels (QLM_FP8_FUSED_QUANT_MAX_M=0
-// QLM_FP8_FAST_FIXUP=0), for every activation dtype, weight scale kind, bias or none, one K slice or several, rows with
-// an all-zero token and with one large value beside small ones; and the path names say which ran.
+// The GEMM quantizing its own activations (and summing the K split in its last blocks): bit for bit the output of
+// its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
-  struct Shape {
-    int64_t N, K;
-  };
-  for (const Shape sh : {Shape{144, 512}, Shape{272, 1280}, Shape{4096, 14336}})
-    for (const WeightScaleKind ws : {WeightScaleKind::Tensor, WeightScaleKind::Channel})
-      for (const DType act : {DType::BF16, DType::F16, DType::F32}) {
-        if (sh.K > 2048 && act != DType::BF16) continue;
-        const Fp8Variant v{ws, ActScheme::DynamicToken};
-        const ScaledMMConfig c = fp8_config(v, sh.N, sh.K, act, Device::cuda(0), capability0());
-        const ScaledMMWeights w = fp8_weights(v, sh.N, sh.K, 11 + sh.N);
-        std::vector<float> bias(static_cast<size_t>(sh.N));
-        for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
-        for (const char* splits : {"", "1", "3"}) {
-          if (*splits) setenv("QLM_FP8_FAST_SPLITS", splits, 1);
-          const auto by_default = make_kernel(c, w, "");  // in the GEMM at one token
-          setenv("QLM_FP8_FUSED_QUANT_MAX_M", "4", 1);
-          setenv("QLM_FP8_FAST_FIXUP", "1", 1);
-          const auto fused = make_kernel(c, w, "");  // up to 4 tokens in the GEMM; the last block sums the split
-          setenv("QLM_FP8_FUSED_QUANT_MAX_M", "0", 1);
-          setenv("QLM_FP8_FAST_FIXUP", "0", 1);
-          const auto separate = make_kernel(c, w, "");  // the quantizer, GEMM and reduction kernels
-          unsetenv("QLM_FP8_FUSED_QUANT_MAX_M");
-          unsetenv("QLM_FP8_FAST_FIXUP");
-          unsetenv("QLM_FP8_FAST_SPLITS");
-          for (int64_t M = 1; M <= 5; ++M) {
-            EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
-            EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
-            EXPECT_EQ(separate->path(M), "streaming");
-            std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 31 * M + sh.K);
-            if (M == 2)
-              for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
-            if (M == 3) x[static_cast<size_t>(2 * sh.K + 7)] = 200.0f;                     // small codes beside it
-            const bool with_bias = M % 2 == 1;
-            const std::string what =
-                fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
-            trace_run(what);
-            const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
-            ASSERT_EQ(testing::first_non_finite(want.data(), static_cast<int64_t>(want.size())), -1) << what;
-            for (const ScaledMMKernel* k : {fused.get(), by_default.get()}) {
-              const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
-              for (size_t i = 0; i < got.size(); ++i)
-                ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " " << k->path(M) << " element " << i;
-            }
-          }
-        }
-      }
+  testing::check_quantizing_in_the_gemm(W8Type::Fp8E4M3, kName, "QLM_FP8");
   // Static and per-tensor dynamic scales always take the quantizer.
-  const ScaledMMConfig st =
-      fp8_config({WeightScaleKind::Tensor, ActScheme::StaticTensor}, 144, 512, DType::BF16, Device::cuda(0), 90);
-  EXPECT_EQ(make_kernel(st, fp8_weights({WeightScaleKind::Tensor, ActScheme::StaticTensor}, 144, 512, 5), "")->path(1),
+  const Fp8Variant st{WeightScaleKind::Tensor, ActScheme::StaticTensor};
+  EXPECT_EQ(make_kernel(fp8_config(st, 144, 512, DType::BF16, Device::cuda(0), 90), fp8_weights(st, 144, 512, 5), "")
+                ->path(1),
             "streaming");
 }
 

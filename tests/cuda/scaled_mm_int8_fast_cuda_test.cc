@@ -59,19 +59,6 @@ ScaledMMWeights int8_weights(const Int8Variant& v, int64_t N, int64_t K, uint64_
 // The W8A8 bound of the CUDA issue (relative mean error <= 2e-3 with BF16 activations).
 double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
-std::vector<float> run_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
-                           const std::vector<float>* bias) {
-  c.device = Device::cpu();
-  c.act_dtype = DType::F32;
-  auto k = ScaledMMKernelRegistry::instance().find("cpu_ref")->create(c);
-  k->prepare(testing::clone_weights(w));
-  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
-  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
-  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
-  k->run(xt, y, bias ? &b : nullptr);
-  return y.to_float_vector();
-}
-
 // The kernel prepared with the environment settings `env` (name, value), unset again afterwards.
 std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w,
                                             const std::vector<std::pair<const char*, std::string>>& env = {}) {
@@ -80,15 +67,6 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
   k->prepare(testing::clone_weights(w));
   for (const auto& [name, value] : env) unsetenv(name);
   return k;
-}
-
-std::vector<float> run_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x, int64_t M,
-                              const std::vector<float>* bias) {
-  Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
-  Tensor y = testing::nan_poisoned(M, c.N_p, c.act_dtype, c.device);
-  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
-  k.run(xt, y, bias ? &b : nullptr);
-  return y.to_device(Device::cpu()).to_float_vector();
 }
 
 int capability0() { return cuda_devices().at(0).capability; }
@@ -111,11 +89,11 @@ void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<D
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 3 * M + K);
       const bool with_bias = M % 2 == 1;
-      const std::vector<float> want = run_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
       for (const ScaledMMKernel* k : {streaming.get(), rule.get()}) {
         if (k == rule.get() && M <= 16) continue;  // the streaming kernel's path either way
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, k->path(M));
-        const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+        const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
         EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
       }
@@ -146,56 +124,12 @@ TEST(CudaScaledMMInt8FastLarge, LongReductions) {
   check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 2, 17});
 }
 
-// With per-token scales the GEMM quantizes its activations itself (one token by default, up to 4 with
-// QLM_INT8_FUSED_QUANT_MAX_M=4) and, with QLM_INT8_FAST_FIXUP=1, the last K slice of each column block sums the split:
-// bit for bit the output of the quantizer, GEMM and reduction kernels (QLM_INT8_FUSED_QUANT_MAX_M=0
-// QLM_INT8_FAST_FIXUP=0), one K slice or several, with an all-zero token (scale 0) and a large value beside small ones;
-// the path names say which ran.
+// The GEMM quantizing its own activations (and summing the K split in its last blocks): bit for bit the output of
+// its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
-  struct Shape {
-    int64_t N, K;
-  };
-  for (const Shape sh : {Shape{144, 512}, Shape{272, 1280}, Shape{4096, 14336}})
-    for (const WeightScaleKind ws : {WeightScaleKind::Tensor, WeightScaleKind::Channel})
-      for (const DType act : {DType::BF16, DType::F16, DType::F32}) {
-        if (sh.K > 2048 && act != DType::BF16) continue;
-        const Int8Variant v{ws, ActScheme::DynamicToken};
-        const ScaledMMConfig c = int8_config(v, sh.N, sh.K, act, Device::cuda(0), capability0());
-        const ScaledMMWeights w = int8_weights(v, sh.N, sh.K, 17 + sh.N);
-        const std::vector<float> bias = test_bias(sh.N);
-        for (const char* splits : {"", "1", "3"}) {
-          std::vector<std::pair<const char*, std::string>> env;
-          if (*splits) env.emplace_back("QLM_INT8_FAST_SPLITS", splits);
-          const auto by_default = make_kernel(c, w, env);  // in the GEMM at one token
-          env.emplace_back("QLM_INT8_FUSED_QUANT_MAX_M", "4");
-          env.emplace_back("QLM_INT8_FAST_FIXUP", "1");
-          const auto fused = make_kernel(c, w, env);  // up to 4 tokens in the GEMM; the last block sums the split
-          env[env.size() - 2].second = "0";
-          env.back().second = "0";
-          const auto separate = make_kernel(c, w, env);  // the quantizer, GEMM and reduction kernels
-          for (int64_t M = 1; M <= 5; ++M) {
-            EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
-            EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
-            EXPECT_EQ(separate->path(M), "streaming");
-            std::vector<float> x = testing::scaled_mm_test_acts(M, sh.K, act, 29 * M + sh.K);
-            if (M == 2)
-              for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
-            if (M == 3) x[static_cast<size_t>(2 * sh.K + 7)] = 200.0f;                     // small codes beside it
-            const bool with_bias = M % 2 == 1;
-            const std::string what =
-                fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
-            const std::vector<float> want = run_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
-            ASSERT_EQ(testing::first_non_finite(want.data(), static_cast<int64_t>(want.size())), -1) << what;
-            for (const ScaledMMKernel* k : {fused.get(), by_default.get()}) {
-              const std::vector<float> got = run_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
-              for (size_t i = 0; i < got.size(); ++i)
-                ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " " << k->path(M) << " element " << i;
-            }
-          }
-        }
-      }
+  testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
 }
 
 #endif

@@ -1,9 +1,16 @@
 #include "support/scaled_mm_test_data.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <utility>
 
 #include "core/float_convert.h"
+#include "cuda/device.h"
+#include "support/cuda_test_util.h"
 
 namespace qlm::testing {
 
@@ -53,6 +60,97 @@ std::vector<float> scaled_mm_test_acts(int64_t M, int64_t K, DType act, uint64_t
       x[static_cast<size_t>(2 * K + k)] *= 1e-6f;
     }
   return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
+}
+
+std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
+                                     const std::vector<float>* bias) {
+  c.device = Device::cpu();
+  c.act_dtype = DType::F32;
+  const auto* e = ScaledMMKernelRegistry::instance().find("cpu_ref");
+  EXPECT_TRUE(e != nullptr);
+  auto k = e->create(c);
+  k->prepare(clone_weights(w));
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p});
+  Tensor y = Tensor::empty({M, c.N_p}, DType::F32);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}) : Tensor();
+  k->run(xt, y, bias ? &b : nullptr);
+  return y.to_float_vector();
+}
+
+std::vector<float> run_scaled_mm_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x,
+                                        int64_t M, const std::vector<float>* bias) {
+  Tensor xt = Tensor::from_vector(x, {M, c.K_p}).to(c.act_dtype).to_device(c.device);
+  Tensor y = nan_poisoned(M, c.N_p, c.act_dtype, c.device);
+  Tensor b = bias ? Tensor::from_vector(*bias, {c.N_p}).to_device(c.device) : Tensor();
+  k.run(xt, y, bias ? &b : nullptr);
+  return y.to_device(Device::cpu()).to_float_vector();
+}
+
+void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::string& env_prefix) {
+  const auto* entry = ScaledMMKernelRegistry::instance().find(kernel);
+  ASSERT_TRUE(entry != nullptr) << kernel;
+  const std::string fused_max = env_prefix + "_FUSED_QUANT_MAX_M", fixup = env_prefix + "_FAST_FIXUP",
+                    splits_env = env_prefix + "_FAST_SPLITS";
+  // The kernel prepared with the settings `env` (unset again afterwards).
+  const auto make = [&](const ScaledMMConfig& c, const ScaledMMWeights& w,
+                        const std::vector<std::pair<std::string, std::string>>& env) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    auto k = entry->create(c);
+    k->prepare(clone_weights(w));
+    for (const auto& [name, value] : env) unsetenv(name.c_str());
+    return k;
+  };
+  struct Shape {
+    int64_t N, K;
+  };
+  for (const Shape sh : {Shape{144, 512}, Shape{272, 1280}, Shape{4096, 14336}})
+    for (const WeightScaleKind ws : {WeightScaleKind::Tensor, WeightScaleKind::Channel})
+      for (const DType act : {DType::BF16, DType::F16, DType::F32}) {
+        if (sh.K > 2048 && act != DType::BF16) continue;
+        ScaledMMConfig c;
+        c.K_p = sh.K;
+        c.N_p = sh.N;
+        c.weight_type = type;
+        c.weight_scale = ws;
+        c.act = ActScheme::DynamicToken;
+        c.act_dtype = act;
+        c.device = Device::cuda(0);
+        c.capability = cuda_devices().at(0).capability;
+        ASSERT_FALSE(entry->can_implement(c).has_value()) << c.describe();
+        const ScaledMMWeights w = random_scaled_mm_weights({.type = type, .ws = ws}, sh.N, sh.K, 11 + sh.N);
+        std::vector<float> bias(static_cast<size_t>(sh.N));
+        for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
+        for (const char* splits : {"", "1", "3"}) {
+          std::vector<std::pair<std::string, std::string>> env;
+          if (*splits) env.emplace_back(splits_env, splits);
+          const auto by_default = make(c, w, env);  // in the GEMM at one token
+          env.emplace_back(fused_max, "4");
+          env.emplace_back(fixup, "1");
+          const auto fused = make(c, w, env);  // up to 4 tokens in the GEMM; the last block sums the split
+          env[env.size() - 2].second = "0";
+          env.back().second = "0";
+          const auto separate = make(c, w, env);  // the quantizer, GEMM and reduction kernels
+          for (int64_t M = 1; M <= 5; ++M) {
+            EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
+            EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");
+            EXPECT_EQ(separate->path(M), "streaming");
+            std::vector<float> x = scaled_mm_test_acts(M, sh.K, act, 31 * M + sh.K);
+            if (M == 2)
+              for (int64_t k = 0; k < sh.K; ++k) x[static_cast<size_t>(sh.K + k)] = 0.0f;  // token 1 all zero
+            if (M == 3) x[static_cast<size_t>(2 * sh.K + 7)] = 200.0f;                     // small codes beside it
+            const bool with_bias = M % 2 == 1;
+            const std::string what =
+                fmt::format("{} M={} splits={} bias={}", c.describe(), M, *splits ? splits : "rule", with_bias);
+            const std::vector<float> want = run_scaled_mm_kernel(*separate, c, x, M, with_bias ? &bias : nullptr);
+            ASSERT_EQ(first_non_finite(want.data(), static_cast<int64_t>(want.size())), -1) << what;
+            for (const ScaledMMKernel* k : {fused.get(), by_default.get()}) {
+              const std::vector<float> got = run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+              for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << what << " " << k->path(M) << " element " << i;
+            }
+          }
+        }
+      }
 }
 
 }  // namespace qlm::testing

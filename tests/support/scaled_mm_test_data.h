@@ -1,8 +1,11 @@
 // Random weights and activations shared by the scaled-mm (W8A8 / W8A16) CUDA kernel tests
-// (tests/cuda/scaled_mm_cuda_test.cc, tests/cuda/scaled_mm_fp8_fast_cuda_test.cc).
+// (tests/cuda/scaled_mm_cuda_test.cc, scaled_mm_fp8_fast_cuda_test.cc, scaled_mm_int8_fast_cuda_test.cc), the cpu_ref
+// oracle's output for them, a kernel's output on a NaN-poisoned device tensor, and the bit-identity check of the W8A8
+// streaming GEMM's own activation quantization.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/scaled_mm.h"
@@ -27,5 +30,22 @@ ScaledMMWeights clone_weights(const ScaledMMWeights& w);
 // Activations [M, K] uniform in [-3, 3), rounded to `act` (returned as the F32 values every side
 // sees); with M > 2, row 1 all zero (scale floor) and row 2 tiny values (FP8 subnormals).
 std::vector<float> scaled_mm_test_acts(int64_t M, int64_t K, DType act, uint64_t seed);
+
+// cpu_ref's output [M, N] for layer `c` (run on the CPU in F32) on x [M, K] (F32 values) and an optional bias.
+std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
+                                     const std::vector<float>* bias);
+
+// Kernel `k` of layer `c` (on its device) on x [M, K] rounded to c.act_dtype, writing into a NaN-poisoned output;
+// the output as F32 values.
+std::vector<float> run_scaled_mm_kernel(const ScaledMMKernel& k, const ScaledMMConfig& c, const std::vector<float>& x,
+                                        int64_t M, const std::vector<float>* bias);
+
+// The W8A8 streaming GEMM `kernel` (cuda_scaled_mm_fp8_fast or cuda_scaled_mm_int8_fast, whose switches are named
+// `env_prefix`_...) on `type` codes with dynamic per-token activations: quantizing its activations itself (by default
+// at one token; up to 4 with <prefix>_FUSED_QUANT_MAX_M=4 and the last block summing the K split with
+// <prefix>_FAST_FIXUP=1) gives bit for bit the output of its quantizer, GEMM and reduction kernels, for BF16 / F16 /
+// F32, tensor and channel weight scales, bias or none, K split by the rule, in one slice or in three, a token of zeros
+// and a token with one large value; and its path names say which ran. Needs a GPU that runs the kernel.
+void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::string& env_prefix);
 
 }  // namespace qlm::testing
