@@ -7,7 +7,8 @@ Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->.
 --fp8-rerun: the fp8 records (qlm's fp8 format, torch's fp8 peers) come from a later run of only those
 (`qlm bench-linear --format fp8` per shape; `scripts/bench_gpu_torch.py --peers torch_scaled_mm_fp8,...`).
 --qlm-rerun: qlm's records of every format in QLM.jsonl (e.g. `FORMATS=gptq TORCH=0 scripts/bench_gpu.sh`)
-replace those of the main run; the peers stay from the main run.
+replace those of the main run; the peers stay from the main run. May be given several times (a gptq rerun, then an
+int8 one), each replacing the formats it holds.
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
 import json
@@ -211,10 +212,10 @@ def main():
         i = argv.index("--fp8-rerun")
         rerun = (argv[i + 1], argv[i + 2])
         del argv[i:i + 3]
-    qlm_rerun = None
-    if "--qlm-rerun" in argv:
+    qlm_reruns = []  # in order: a later file's formats replace the earlier ones
+    while "--qlm-rerun" in argv:
         i = argv.index("--qlm-rerun")
-        qlm_rerun = argv[i + 1]
+        qlm_reruns.append(argv[i + 1])
         del argv[i:i + 2]
     args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
@@ -228,7 +229,7 @@ def main():
                 f"after the FP8 kernels changed (large-M rule, then the activation quantizer); qlm and torch fp8 are "
                 f"from that one run. The decode rows come from their own runs (`--decode` file, made by "
                 f"`scripts/bench_decode_rows.sh`).")
-    if qlm_rerun:
+    for qlm_rerun in qlm_reruns:
         later = load(qlm_rerun)
         formats = {r["format"] for r in later}
         qlm_recs = [r for r in qlm_recs if r["format"] not in formats] + later
