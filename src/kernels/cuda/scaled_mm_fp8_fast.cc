@@ -19,10 +19,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <vector>
 
 #include "core/env_switch.h"
 #include "cuda/context.h"
@@ -89,7 +88,8 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
     if (const char* env = std::getenv("QLM_FP8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
-    // The streaming GEMM (QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M: w8a8_stream_gemm.h).
+    // The streaming GEMM (QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M, QLM_FP8_FAST_FIXUP:
+    // w8a8_stream_gemm.h).
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/false, "QLM_FP8");
     pdl_ = stream_->pdl();
     // The quantizer is launched for programmatic dependent launch too (its launch overlaps the previous kernel's
