@@ -32,8 +32,8 @@ constexpr int kFp8FastMaxTokens = 64;      // tokens per launch (the host splits
 
 struct Fp8FastGemmArgs {
   bool int8 = false;            // INT8 (s8) codes instead of FP8 e4m3, weights and activations alike
-  const uint8_t* w = nullptr;   // [N, K] e4m3 codes
-  const uint8_t* xq = nullptr;  // [M, K] e4m3 activation codes
+  const uint8_t* w = nullptr;   // [N, K] e4m3 (or INT8) codes
+  const uint8_t* xq = nullptr;  // [M, K] e4m3 (or INT8) activation codes
   const float* sx = nullptr;    // [M] activation scales
   const float* sw = nullptr;    // weight scales: [N] (sw_stride 1) or [1] (sw_stride 0)
   int sw_stride = 0;
@@ -50,8 +50,8 @@ struct Fp8FastGemmArgs {
   // Quantization inside the GEMM (M <= kFp8FastFusedQuantMaxTokens, dynamic per-token scales): when x is set the
   // kernel reads the activations [M, K] of y_type itself instead of xq / sx: every block takes each token's absmax
   // over the whole row and encodes the codes it stages, bit for bit as fp8_fast_quant_token (FP8) or the symmetric
-  // per-token INT8 quantizer of act_quant.cu would. Block (0, 0)
-  // writes the scales to sx_out [M] (for the split reduction, and for callers that want them).
+  // per-token INT8 quantizer of act_quant.cu would. Block (0, 0) writes the scales to sx_out [M] (for the split
+  // reduction, and for callers that want them).
   const void* x = nullptr;
   float* sx_out = nullptr;
   // With splits > 1: one zeroed counter per 128-row column block (ceil(N / 128)). The last K slice of each column
