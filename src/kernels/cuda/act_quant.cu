@@ -32,13 +32,6 @@ __device__ float block_min(float v, float* sh) { return -block_max(-v, sh); }
 
 __device__ __forceinline__ float inverse(float s) { return s > 0 ? __fdiv_rn(1.0f, s) : 0.0f; }
 
-__device__ __forceinline__ int8_t int8_code(float v, float inv, int32_t zp) {
-  float r = rintf(__fmul_rn(v, inv));  // round half to even
-  r = clamp_like_std(r, -1024.0f, 1024.0f);
-  int32_t q = static_cast<int32_t>(r) + zp;
-  return static_cast<int8_t>(q < -128 ? -128 : (q > 127 ? 127 : q));
-}
-
 __device__ __forceinline__ uint8_t fp8_code(float v, float inv) {
   return f32_to_e4m3(clamp_like_std(__fmul_rn(v, inv), -kE4M3Max, kE4M3Max));
 }
@@ -84,8 +77,7 @@ __global__ void quant_rows_kernel(ActQuantArgs a) {
       scale = __fdiv_rn(am, kE4M3Max);
       inv = inverse(scale);
     } else {
-      scale = __fdiv_rn(am, 127.0f);
-      inv = am > 0 ? __fdiv_rn(127.0f, am) : 0.0f;
+      scale = int8_symmetric_scale(am, inv);
     }
   } else if (a.fp8 || a.symmetric) {  // dynamic per token, absmax
     float m = 0;
@@ -95,8 +87,7 @@ __global__ void quant_rows_kernel(ActQuantArgs a) {
       scale = fmaxf(__fdiv_rn(am, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
       inv = inverse(scale);
     } else {
-      scale = __fdiv_rn(am, 127.0f);
-      inv = am > 0 ? __fdiv_rn(127.0f, am) : 0.0f;
+      scale = int8_symmetric_scale(am, inv);
     }
   } else {  // dynamic per token, asymmetric INT8: the range always holds 0
     float lo = 0, hi = 0;

@@ -73,4 +73,21 @@ __device__ __forceinline__ float clamp_like_std(float v, float lo, float hi) {
   return v < lo ? lo : (hi < v ? hi : v);
 }
 
+// v / scale (as v * inv) to an INT8 code with zero point zp: round half to even, then saturate to [-128, 127] — the
+// CPU quantizer's arithmetic (kernels/cpu/scaled_mm_act_quant.cc), so codes match it bit for bit.
+__device__ __forceinline__ int8_t int8_code(float v, float inv, int32_t zp) {
+  float r = rintf(__fmul_rn(v, inv));  // round half to even
+  r = clamp_like_std(r, -1024.0f, 1024.0f);
+  int32_t q = static_cast<int32_t>(r) + zp;
+  return static_cast<int8_t>(q < -128 ? -128 : (q > 127 ? 127 : q));
+}
+
+// The symmetric INT8 scale of values with absolute maximum `absmax` (absmax / 127), and in `inv` the reciprocal the
+// quantizers multiply by (0 for an all-zero range).
+__device__ __forceinline__ float int8_symmetric_scale(float absmax, float& inv) {
+  const float scale = __fdiv_rn(absmax, 127.0f);
+  inv = absmax > 0 ? __fdiv_rn(127.0f, absmax) : 0.0f;
+  return scale;
+}
+
 }  // namespace qlm::cuda

@@ -58,16 +58,11 @@ __device__ __forceinline__ uint2 quantize8(const float (&f)[8], float inv) {
   return make_uint2(e4m3x4(lo), e4m3x4(hi));
 }
 
-// 8 values to INT8 codes (symmetric), as act_quant.cu's int8_code with zero point 0: round half to even, clamp.
+// 8 values to symmetric INT8 codes (int8_code with zero point 0), the first in the low byte.
 __device__ __forceinline__ uint2 quantize8_int8(const float (&f)[8], float inv) {
   uint32_t w[2] = {0, 0};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float r = clamp_like_std(rintf(__fmul_rn(f[i], inv)), -1024.0f, 1024.0f);
-    const int32_t q = static_cast<int32_t>(r);
-    const int32_t c = q < -128 ? -128 : (q > 127 ? 127 : q);
-    w[i / 4] |= (static_cast<uint32_t>(c) & 0xffu) << (8 * (i % 4));
-  }
+  for (int i = 0; i < 8; ++i) w[i / 4] |= (static_cast<uint32_t>(int8_code(f[i], inv, 0)) & 0xffu) << (8 * (i % 4));
   return make_uint2(w[0], w[1]);
 }
 
@@ -227,18 +222,21 @@ __device__ __forceinline__ void store_out(void* y, int64_t i, float v) {
   store_float(static_cast<T*>(y), i, v);
 }
 
+// y[m, n] = sum * (s_x * s_w[n]) (+ bias[n]) in the output type: the one epilogue of every path (one K slice, the
+// last block of a split, the reduction kernel), so they all give the same bits.
+template <typename T>
+__device__ __forceinline__ void store_scaled(const Fp8FastGemmArgs& a, int64_t i, int64_t n, float sum, float sx) {
+  float v = sum * (sx * a.sw[n * a.sw_stride]);
+  if (a.bias) v += a.bias[n];
+  store_out<T>(a.y, i, v);
+}
+
 int chunk_columns(int rows, int64_t k_slice) {
   int64_t kc = (kSmemBudget / rows - kRowPad) / kFp8FastStepK * kFp8FastStepK;
   if (kc < kFp8FastStepK) kc = kFp8FastStepK;
   return static_cast<int>(kc < k_slice ? kc : k_slice);
 }
 
-// Lane (g = lane / 4, t = lane % 4) of a warp owns weight rows n0 + g and n0 + g + 8. For each
-// 128-column half h of a 256-column step starting at k, and q in {0, 1}, it loads the 16 bytes at
-// column k + 128 h + 64 q + 16 t of both rows, and of each token row (from shared memory). The
-// 16 bytes are 4 registers; registers {0, 1} feed one MMA and {2, 3} another: in both operands a
-// lane's register i of an MMA holds the lane's logical k = 4 t + 16 i .. +3, so A (weights, rows g
-// and g + 8) and B (tokens g) see the same permutation of k and the products pair up correctly.
 // The per-token scales of rows [0, M) of x [M, K] (M <= kFp8FastFusedQuantMaxTokens) by the whole block, as
 // quant_token_regs_kernel / quant_token_kernel (FP8) or act_quant.cu (symmetric INT8) compute them (fmaxf: the same
 // absmax in any order): scale[m] and inv[m] (the reciprocal scale, 0 for an all-zero row) in shared memory for
@@ -271,7 +269,7 @@ __device__ __forceinline__ void token_scales(const T* x, int64_t M, int64_t K, f
     float r = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) r = fmaxf(r, part[threadIdx.x][i]);
-    if constexpr (kInt8) {  // act_quant.cu's symmetric per-token INT8 scale
+    if constexpr (kInt8) {  // int8_symmetric_scale's arithmetic, written out: calling it reschedules this kernel
       scale[threadIdx.x] = __fdiv_rn(r, 127.0f);
       inv[threadIdx.x] = r > 0 ? __fdiv_rn(127.0f, r) : 0.0f;
     } else {
@@ -283,6 +281,12 @@ __device__ __forceinline__ void token_scales(const T* x, int64_t M, int64_t K, f
   __syncthreads();
 }
 
+// Lane (g = lane / 4, t = lane % 4) of a warp owns weight rows n0 + g and n0 + g + 8. For each
+// 128-column half h of a 256-column step starting at k, and q in {0, 1}, it loads the 16 bytes at
+// column k + 128 h + 64 q + 16 t of both rows, and of each token row (from shared memory). The
+// 16 bytes are 4 registers; registers {0, 1} feed one MMA and {2, 3} another: in both operands a
+// lane's register i of an MMA holds the lane's logical k = 4 t + 16 i .. +3, so A (weights, rows g
+// and g + 8) and B (tokens g) see the same permutation of k and the products pair up correctly.
 template <int MT, typename T, bool kQuant, bool kInt8>
 __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs a, int kc) {
   using Acc = std::conditional_t<kInt8, int, float>;  // INT8: exact int32 sums (|code| <= 128, K <= 131072)
@@ -320,6 +324,13 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
   if (active && nsteps > 0) load_w(wc, kbeg);
   wait_for_predecessor();  // the activation codes and scales are the quantizer's output (or x, the previous kernel's)
   const T* x = static_cast<const T*>(a.x);
+  // Token m's activation scale: the block's own when it quantizes, else the quantizer's.
+  const auto token_scale_of = [&](int64_t m) {
+    if constexpr (kQuant)
+      return s_scale[m];
+    else
+      return a.sx[m];
+  };
   if constexpr (kQuant) {
     token_scales<T, kInt8>(x, a.M, K, s_scale, s_inv);
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < a.M) a.sx_out[threadIdx.x] = s_scale[threadIdx.x];
@@ -397,10 +408,7 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
         if (a.splits > 1) {
           a.partial[(int64_t{blockIdx.y} * a.M + m) * N + n] = static_cast<float>(acc[j][e]);
         } else {
-          const float sx = kQuant ? s_scale[kQuant ? m : 0] : a.sx[m];
-          float v = static_cast<float>(acc[j][e]) * (sx * a.sw[n * a.sw_stride]);
-          if (a.bias) v += a.bias[n];
-          store_out<T>(a.y, m * N + n, v);
+          store_scaled<T>(a, m * N + n, n, static_cast<float>(acc[j][e]), token_scale_of(m));
         }
       }
   }
@@ -420,10 +428,7 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
     if (n >= N) continue;
     float sum = __ldcg(a.partial + m * N + n);
     for (int p = 1; p < a.splits; ++p) sum += __ldcg(a.partial + (p * a.M + m) * N + n);
-    const float sx = kQuant ? s_scale[kQuant ? m : 0] : a.sx[m];
-    float v = sum * (sx * a.sw[n * a.sw_stride]);
-    if (a.bias) v += a.bias[n];
-    store_out<T>(a.y, m * N + n, v);
+    store_scaled<T>(a, m * N + n, n, sum, token_scale_of(m));
   }
   if (threadIdx.x == 0) a.counters[blockIdx.x] = 0u;  // ready for the next call
 }
@@ -443,11 +448,7 @@ __global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
     const float sx = a.sx[m];
     const float r[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float v = r[c] * (sx * a.sw[(n + c) * a.sw_stride]);
-      if (a.bias) v += a.bias[n + c];
-      store_out<T>(a.y, e + c, v);
-    }
+    for (int c = 0; c < 4; ++c) store_scaled<T>(a, e + c, n + c, r[c], sx);
   }
 }
 
