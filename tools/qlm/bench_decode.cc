@@ -52,47 +52,47 @@ struct BenchDecodeOptions {
 std::optional<bench::SyntheticShape> synthetic_shape(const std::string& spec) {
   const std::string prefix = "synthetic:";
   if (spec.rfind(prefix, 0) != 0) return std::nullopt;
-  std::string rest = spec.substr(prefix.size());
-  int64_t layers = -1;
-  bench::SyntheticFormat format = bench::SyntheticFormat::Gptq4;
-  std::vector<std::string> opts;
-  for (size_t colon = rest.find(':'); colon != std::string::npos; colon = rest.find(':')) {
-    const size_t next = rest.find(':', colon + 1);
-    opts.push_back(rest.substr(colon + 1, next == std::string::npos ? std::string::npos : next - colon - 1));
-    rest.erase(colon, next == std::string::npos ? std::string::npos : next - colon);
-  }
-  for (const std::string& opt : opts) {
-    if (opt.rfind("layers=", 0) == 0) {
-      try {
-        layers = std::stoll(opt.substr(7));
-      } catch (const std::exception&) {
-        layers = 0;
-      }
-      if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
-    } else if (opt == "format=gptq") {
-      format = bench::SyntheticFormat::Gptq4;
-    } else if (opt == "format=fp8") {
-      format = bench::SyntheticFormat::Fp8Dynamic;
-    } else {
-      fail("cli.args", {}, "use :layers=N and :format=gptq|fp8, e.g. synthetic:llama3-70b:format=fp8:layers=8",
-           "unknown synthetic option '{}' in '{}'", opt, spec);
-    }
+  // The model, then its options, ':'-separated (an empty one is refused as an unknown option).
+  std::vector<std::string> parts;
+  const std::string rest = spec.substr(prefix.size());
+  for (size_t b = 0;;) {
+    const size_t e = rest.find(':', b);
+    parts.push_back(rest.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
   }
   bench::SyntheticShape s;  // Llama-3-8B
-  if (rest == "qwen3-30b-a3b") {
+  if (parts[0] == "qwen3-30b-a3b") {
     s = bench::synthetic_qwen3_30b_a3b();
-  } else if (rest == "llama3-70b") {
+  } else if (parts[0] == "llama3-70b") {
     s.hidden = 8192;
     s.intermediate = 28672;
     s.layers = 80;
     s.heads = 64;
     s.kv_heads = 8;
-  } else if (rest != "llama3-8b") {
+  } else if (parts[0] != "llama3-8b") {
     fail("cli.args", {}, "use synthetic:llama3-8b, synthetic:llama3-70b or synthetic:qwen3-30b-a3b",
-         "unknown synthetic model '{}'", rest);
+         "unknown synthetic model '{}'", parts[0]);
   }
-  if (layers > 0) s.layers = layers;
-  s.format = format;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string& opt = parts[i];
+    if (opt.rfind("layers=", 0) == 0) {
+      int64_t layers = 0;
+      try {
+        layers = std::stoll(opt.substr(7));
+      } catch (const std::exception&) {
+      }
+      if (layers <= 0) fail("cli.args", {}, "use a positive layer count", "bad layer count in '{}'", spec);
+      s.layers = layers;
+    } else if (opt == "format=gptq") {
+      s.format = bench::SyntheticFormat::Gptq4;
+    } else if (opt == "format=fp8") {
+      s.format = bench::SyntheticFormat::Fp8Dynamic;
+    } else {
+      fail("cli.args", {}, "use :layers=N and :format=gptq|fp8, e.g. synthetic:llama3-70b:format=fp8:layers=8",
+           "unknown synthetic option '{}' in '{}'", opt, spec);
+    }
+  }
   return s;
 }
 
