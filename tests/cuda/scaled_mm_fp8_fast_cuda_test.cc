@@ -75,13 +75,10 @@ double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 // unset, the default rule).
 std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w, const std::string& max_m,
                                             const std::string& config = "") {
-  if (!max_m.empty()) setenv("QLM_FP8_FAST_MAX_M", max_m.c_str(), 1);
-  if (!config.empty()) setenv("QLM_FP8_CUTLASS_CONFIG", config.c_str(), 1);
-  auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
-  k->prepare(testing::clone_weights(w));
-  unsetenv("QLM_FP8_FAST_MAX_M");
-  unsetenv("QLM_FP8_CUTLASS_CONFIG");
-  return k;
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!max_m.empty()) env.emplace_back("QLM_FP8_FAST_MAX_M", max_m);
+  if (!config.empty()) env.emplace_back("QLM_FP8_CUTLASS_CONFIG", config);
+  return testing::make_scaled_mm_kernel(kName, c, w, env);
 }
 
 // The large-M paths to check besides the default rule: cuBLASLt ("off"), and each CUTLASS

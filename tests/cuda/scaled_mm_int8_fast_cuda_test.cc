@@ -59,16 +59,6 @@ ScaledMMWeights int8_weights(const Int8Variant& v, int64_t N, int64_t K, uint64_
 // The W8A8 bound of the CUDA issue (relative mean error <= 2e-3 with BF16 activations).
 double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
-// The kernel prepared with the environment settings `env` (name, value), unset again afterwards.
-std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const ScaledMMWeights& w,
-                                            const std::vector<std::pair<const char*, std::string>>& env = {}) {
-  for (const auto& [name, value] : env) setenv(name, value.c_str(), 1);
-  auto k = ScaledMMKernelRegistry::instance().find(kName)->create(c);
-  k->prepare(testing::clone_weights(w));
-  for (const auto& [name, value] : env) unsetenv(name);
-  return k;
-}
-
 int capability0() { return cuda_devices().at(0).capability; }
 
 std::vector<float> test_bias(int64_t N) {
@@ -84,8 +74,8 @@ void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<D
     ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
     const ScaledMMWeights w = int8_weights(v, N, K, 5 + N + K);
     const std::vector<float> bias = test_bias(N);
-    const auto streaming = make_kernel(c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}});
-    const auto rule = make_kernel(c, w);
+    const auto streaming = testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}});
+    const auto rule = testing::make_scaled_mm_kernel(kName, c, w);
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 3 * M + K);
       const bool with_bias = M % 2 == 1;

@@ -62,6 +62,19 @@ std::vector<float> scaled_mm_test_acts(int64_t M, int64_t K, DType act, uint64_t
   return Tensor::from_vector(x, {M, K}).to(act).to_float_vector();
 }
 
+std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const ScaledMMConfig& c,
+                                                      const ScaledMMWeights& w,
+                                                      const std::vector<std::pair<std::string, std::string>>& env) {
+  const auto* entry = ScaledMMKernelRegistry::instance().find(kernel);
+  EXPECT_TRUE(entry != nullptr) << kernel;
+  if (entry == nullptr) return nullptr;
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  auto k = entry->create(c);
+  k->prepare(clone_weights(w));
+  for (const auto& [name, value] : env) unsetenv(name.c_str());
+  return k;
+}
+
 std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
                                      const std::vector<float>* bias) {
   c.device = Device::cpu();
@@ -91,15 +104,6 @@ void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::st
   ASSERT_TRUE(entry != nullptr) << kernel;
   const std::string fused_max = env_prefix + "_FUSED_QUANT_MAX_M", fixup = env_prefix + "_FAST_FIXUP",
                     splits_env = env_prefix + "_FAST_SPLITS";
-  // The kernel prepared with the settings `env` (unset again afterwards).
-  const auto make = [&](const ScaledMMConfig& c, const ScaledMMWeights& w,
-                        const std::vector<std::pair<std::string, std::string>>& env) {
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    auto k = entry->create(c);
-    k->prepare(clone_weights(w));
-    for (const auto& [name, value] : env) unsetenv(name.c_str());
-    return k;
-  };
   struct Shape {
     int64_t N, K;
   };
@@ -121,15 +125,20 @@ void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::st
         std::vector<float> bias(static_cast<size_t>(sh.N));
         for (int64_t n = 0; n < sh.N; ++n) bias[static_cast<size_t>(n)] = 0.03f * static_cast<float>(n % 5) - 0.05f;
         for (const char* splits : {"", "1", "3"}) {
-          std::vector<std::pair<std::string, std::string>> env;
-          if (*splits) env.emplace_back(splits_env, splits);
-          const auto by_default = make(c, w, env);  // in the GEMM at one token
-          env.emplace_back(fused_max, "4");
-          env.emplace_back(fixup, "1");
-          const auto fused = make(c, w, env);  // up to 4 tokens in the GEMM; the last block sums the split
-          env[env.size() - 2].second = "0";
-          env.back().second = "0";
-          const auto separate = make(c, w, env);  // the quantizer, GEMM and reduction kernels
+          std::vector<std::pair<std::string, std::string>> split;
+          if (*splits) split.emplace_back(splits_env, splits);
+          // The split's setting plus the in-GEMM quantization's bound and the fix-up switch.
+          const auto with = [&](const char* max_m, const char* fix) {
+            std::vector<std::pair<std::string, std::string>> env = split;
+            env.emplace_back(fused_max, max_m);
+            env.emplace_back(fixup, fix);
+            return env;
+          };
+          const auto by_default = make_scaled_mm_kernel(kernel, c, w, split);  // in the GEMM at one token
+          // Up to 4 tokens in the GEMM, the last block summing the split; and the quantizer, GEMM and reduction
+          // kernels.
+          const auto fused = make_scaled_mm_kernel(kernel, c, w, with("4", "1"));
+          const auto separate = make_scaled_mm_kernel(kernel, c, w, with("0", "0"));
           for (int64_t M = 1; M <= 5; ++M) {
             EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");

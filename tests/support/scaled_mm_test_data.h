@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/scaled_mm.h"
@@ -30,6 +32,12 @@ ScaledMMWeights clone_weights(const ScaledMMWeights& w);
 // Activations [M, K] uniform in [-3, 3), rounded to `act` (returned as the F32 values every side
 // sees); with M > 2, row 1 all zero (scale floor) and row 2 tiny values (FP8 subnormals).
 std::vector<float> scaled_mm_test_acts(int64_t M, int64_t K, DType act, uint64_t seed);
+
+// Kernel `kernel` created for layer `c` and prepared with (a copy of) `w` while the environment settings `env`
+// (name, value) are set; they are unset again afterwards (kernels read their switches in prepare()).
+std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const ScaledMMConfig& c,
+                                                      const ScaledMMWeights& w,
+                                                      const std::vector<std::pair<std::string, std::string>>& env = {});
 
 // cpu_ref's output [M, N] for layer `c` (run on the CPU in F32) on x [M, K] (F32 values) and an optional bias.
 std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
