@@ -87,10 +87,9 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
 
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
-    if (const char* env = std::getenv("QLM_FP8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
-    // The streaming GEMM (QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M, QLM_FP8_FAST_FIXUP:
-    // w8a8_stream_gemm.h).
-    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/false, "QLM_FP8");
+    // The streaming GEMM (QLM_FP8_FAST_MAX_M, QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M,
+    // QLM_FP8_FAST_FIXUP: w8a8_stream_gemm.h).
+    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/false, "QLM_FP8", kDefaultMaxM);
     pdl_ = stream_->pdl();
     // The quantizer is launched for programmatic dependent launch too (its launch overlaps the previous kernel's
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
@@ -123,22 +122,16 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     const int64_t M =
         check_cuda_linear_args("cuda_scaled_mm_fp8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
-    // One launch: the streaming GEMM encodes the activations itself (its 16-byte loads need x aligned; the
-    // quantizer's do too, so a misaligned view never reaches either in practice).
-    if (quantizes_in_gemm(M) && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0) {
-      stream_->run_quantizing(w_, x, M, y, bias);
-      return;
-    }
+    if (stream_->try_run_quantizing(w_, x, M, y, bias)) return;  // one launch: the GEMM encodes x itself
     const CudaActCodes q = quantize(x, M);
-    if (M <= max_m_)
+    if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
     else if (!run_cutlass(q, M, y, bias))
       lt_->run(w_, q, M, y, bias);
   }
 
   std::string path(int64_t M) const override {
-    if (quantizes_in_gemm(M)) return "streaming, quantizing in the GEMM";
-    if (M <= max_m_) return "streaming";
+    if (stream_->serves(M)) return stream_->path(M);
     if (use_cutlass_) {
       const std::optional<Fp8CutlassChoice> c = cutlass_choice(M);
       if (c)
@@ -163,8 +156,6 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
                                                      cuda::context(c_.device.index).stream));
     return q;
   }
-
-  bool quantizes_in_gemm(int64_t M) const { return M <= max_m_ && stream_->quantizes_in_gemm(M); }
 
   // The CUTLASS configuration for M rows (forced or by the rule), or none: cuBLASLt.
   std::optional<Fp8CutlassChoice> cutlass_choice(int64_t M) const {
@@ -202,8 +193,7 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
 
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
-  int64_t max_m_ = kDefaultMaxM;
-  std::unique_ptr<W8A8StreamGemm> stream_;  // M <= max_m_
+  std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
   bool pdl_ = false;
   bool quant_pdl_ = false;               // the per-token quantizer launched for programmatic dependent launch
   std::optional<int> forced_promotion_;  // QLM_FP8_PROMOTION (tuning, tests)

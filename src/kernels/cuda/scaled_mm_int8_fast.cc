@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "kernels/cuda/dense_cuda_args.h"
@@ -54,8 +53,8 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
 
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
-    if (const char* env = std::getenv("QLM_INT8_FAST_MAX_M")) max_m_ = std::max<int64_t>(0, std::atoll(env));
-    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8");
+    // QLM_INT8_FAST_MAX_M, QLM_INT8_FAST_SPLITS, QLM_INT8_FAST_PDL, ...: w8a8_stream_gemm.h.
+    stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8", kDefaultMaxM);
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
   }
 
@@ -63,32 +62,23 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     const int64_t M =
         check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
-    // One launch where the GEMM encodes the activations itself (its 16-byte loads need x aligned).
-    if (quantizes_in_gemm(M) && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0) {
-      stream_->run_quantizing(w_, x, M, y, bias);
-      return;
-    }
+    if (stream_->try_run_quantizing(w_, x, M, y, bias)) return;  // one launch: the GEMM encodes x itself
     const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
-    if (M <= max_m_)
+    if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
     else
       lt_->run(w_, q, M, y, bias);
   }
 
-  std::string path(int64_t M) const override {
-    if (quantizes_in_gemm(M)) return "streaming, quantizing in the GEMM";
-    return M <= max_m_ ? "streaming" : "cublaslt";
-  }
+  std::string path(int64_t M) const override { return stream_->serves(M) ? stream_->path(M) : "cublaslt"; }
 
   size_t weight_bytes() const override { return w_.bytes(); }
 
  private:
-  bool quantizes_in_gemm(int64_t M) const { return M <= max_m_ && stream_->quantizes_in_gemm(M); }
-
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
-  int64_t max_m_ = kDefaultMaxM;
-  std::unique_ptr<W8A8StreamGemm> stream_;  // M <= max_m_
+  std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
+
   std::unique_ptr<Int8LtGemm> lt_;          // larger M
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/env_switch.h"
@@ -22,13 +23,17 @@ constexpr int64_t kFusedQuantDefaultMaxM = 1;
 
 }  // namespace
 
-W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::string& env_prefix) : c_(c), int8_(int8) {
+W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::string& env_prefix, int64_t default_max_m)
+    : c_(c), int8_(int8), max_m_(default_max_m) {
+  if (const char* env = std::getenv((env_prefix + "_FAST_MAX_M").c_str()))
+    max_m_ = std::max<int64_t>(0, std::atoll(env));
   if (const char* env = std::getenv((env_prefix + "_FAST_SPLITS").c_str())) force_splits_ = std::max(0, std::atoi(env));
   pdl_ = c_.capability >= 90 && env_switch_on((env_prefix + "_FAST_PDL").c_str());
   const bool per_token = c_.act == ActScheme::DynamicToken && c_.act_symmetric;
   fused_quant_max_m_ = per_token ? kFusedQuantDefaultMaxM : 0;
   if (const char* env = std::getenv((env_prefix + "_FUSED_QUANT_MAX_M").c_str()))
     fused_quant_max_m_ = per_token ? std::clamp<int64_t>(std::atoll(env), 0, cuda::kFp8FastFusedQuantMaxTokens) : 0;
+  if (fused_quant_max_m_ > 0) scales_out_ = Tensor::empty({cuda::kFp8FastFusedQuantMaxTokens}, DType::F32, c_.device);
   // Off by default until measured on a GPU (written in session 49, when no device time was left to run it).
   if (env_int((env_prefix + "_FAST_FIXUP").c_str(), 0) == 1)
     counters_ =
@@ -42,7 +47,7 @@ W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::st
 
 // Split count for `M` tokens by a small cost model: weight streaming at full bandwidth only when every
 // resident-block slot has work (whole waves), a start-up latency per wave, plus the F32 partials' round trip and
-// the reduction launch when K is split.
+// the reduction when K is split (a second launch, or, with the fix-up, the last block's serial tail).
 std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
   const int tile = cuda::fp8_fast_tile_tokens(M);
   const int occ = occupancy_[tile == 8 ? 0 : tile == 16 ? 1 : tile == 32 ? 2 : 3];
@@ -54,6 +59,8 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
   }
   const double slots = static_cast<double>(std::max(1, sm_count) * occ);
   const double weight_s = static_cast<double>(c_.N_p) * static_cast<double>(c_.K_p) / 4.0e12;
+  // A reduction kernel's launch and drain, or the fix-up's wait for the last slice (a guess until measured).
+  const double reduce_s = counters_.defined() ? 1.0e-6 : 2.0e-6;
   int best = 1;
   int64_t best_slice = steps;
   double best_t = 1e30;
@@ -65,7 +72,7 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
     const double waves = std::ceil(blocks / slots);
     const double eff = blocks / (waves * slots) * (static_cast<double>(steps) / static_cast<double>(splits * per));
     double t = weight_s / eff + waves * 1.0e-6;  // + a block's start-up latency per wave
-    if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + 2.0e-6;
+    if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + reduce_s;
     if (t < best_t * 0.98) {
       best_t = t;
       best = static_cast<int>(splits);
@@ -80,10 +87,16 @@ void W8A8StreamGemm::run(const CudaScaledMMWeights& w, const CudaActCodes& q, in
   launch(w, &q.codes, nullptr, q.scales, M, y, bias);
 }
 
-void W8A8StreamGemm::run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y,
-                                    const Tensor* bias) const {
-  QLM_CHECK(quantizes_in_gemm(M));
-  launch(w, nullptr, &x, Tensor::empty({M}, DType::F32, c_.device), M, y, bias);
+std::string W8A8StreamGemm::path(int64_t M) const {
+  if (quantizes_in_gemm(M)) return "streaming, quantizing in the GEMM";
+  return serves(M) ? "streaming" : "";
+}
+
+bool W8A8StreamGemm::try_run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y,
+                                        const Tensor* bias) const {
+  if (!quantizes_in_gemm(M) || reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0) return false;
+  launch(w, nullptr, &x, scales_out_, M, y, bias);
+  return true;
 }
 
 void W8A8StreamGemm::launch(const CudaScaledMMWeights& w, const Tensor* codes, const Tensor* x_fused,

@@ -3,8 +3,9 @@
 // launch (and the split reduction), and, for dynamic per-token activations at one token (up to
 // kFp8FastFusedQuantMaxTokens through the switch below), the GEMM quantizing its activations itself instead of
 // after a quantizer launch (the same codes).
-// Tuning switches, read at construction, named after `env_prefix` ("QLM_FP8", "QLM_INT8"): <prefix>_FAST_SPLITS=n
-// forces the K split, <prefix>_FAST_PDL=0 launches without programmatic dependent launch,
+// Tuning switches, read at construction, named after `env_prefix` ("QLM_FP8", "QLM_INT8"): <prefix>_FAST_MAX_M=n sets
+// the tokens up to which the streaming GEMM serves a call (the kernel's default above; larger M is the caller's other
+// path), <prefix>_FAST_SPLITS=n forces the K split, <prefix>_FAST_PDL=0 launches without programmatic dependent launch,
 // <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4), <prefix>_FAST_FIXUP=1
 // sums split-K partials in the last block of each column block instead of a reduction kernel (off by default: not
 // yet measured). Only for QLM_WITH_CUDA.
@@ -22,21 +23,30 @@ namespace qlm {
 
 class W8A8StreamGemm {
  public:
-  W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::string& env_prefix);
+  // default_max_m: tokens up to which the streaming GEMM serves a call unless <prefix>_FAST_MAX_M says otherwise.
+  W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::string& env_prefix, int64_t default_max_m);
 
-  // Whether run_quantizing serves M tokens (per-token dynamic scales, M within the bound).
-  bool quantizes_in_gemm(int64_t M) const { return M <= fused_quant_max_m_; }
+  // Whether M tokens are this GEMM's (otherwise the caller's large-M path).
+  bool serves(int64_t M) const { return M <= max_m_; }
+  // Whether try_run_quantizing serves M tokens whose activations are 16-byte aligned (per-token dynamic scales, M
+  // within both bounds).
+  bool quantizes_in_gemm(int64_t M) const { return serves(M) && M <= fused_quant_max_m_; }
+  // "streaming, quantizing in the GEMM", "streaming", or empty where M is not served.
+  std::string path(int64_t M) const;
   // Launched with programmatic dependent launch (the kernel before it may be launched for it too).
   bool pdl() const { return pdl_; }
 
-  // y = (codes of q · w) * scales (+ bias), q from a quantizer (one scale per row).
+  // y = (codes of q · w) * scales (+ bias), q from a quantizer (one scale per row); serves(M).
   void run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const;
-  // The same from x itself, quantized per token inside the GEMM (quantizes_in_gemm(M); x 16-byte aligned).
-  void run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y, const Tensor* bias) const;
+  // The same from x itself, quantized per token inside the GEMM, when quantizes_in_gemm(M) and x is 16-byte aligned
+  // (its 16-byte loads; a quantizer needs the same, so a misaligned view never gets this far in practice). False,
+  // having done nothing, otherwise: the caller quantizes and calls run.
+  bool try_run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y,
+                          const Tensor* bias) const;
 
  private:
   std::pair<int, int64_t> plan(int64_t M, int sm_count) const;  // (splits, K slice)
-  // x_fused: quantized in the GEMM, its scales written to `scales`; else `codes` and `scales` from a quantizer.
+  // x_fused: quantized in the GEMM, its scales written to scales_out_; else `codes` and `scales` from a quantizer.
   void launch(const CudaScaledMMWeights& w, const Tensor* codes, const Tensor* x_fused, const Tensor& scales, int64_t M,
               Tensor& y, const Tensor* bias) const;
 
@@ -44,7 +54,11 @@ class W8A8StreamGemm {
   bool int8_ = false;
   bool pdl_ = false;
   int force_splits_ = 0;
+  int64_t max_m_ = 0;
   int64_t fused_quant_max_m_ = 0;
+  // The per-token scales a quantizing GEMM writes (block (0, 0)) for its split reduction: kFp8FastFusedQuantMaxTokens
+  // floats, allocated at load where the GEMM quantizes at all. Calls on one stream are ordered, so one buffer serves.
+  Tensor scales_out_;
   int occupancy_[4] = {1, 1, 1, 1};  // resident blocks per SM of the 8/16/32/64-token instances
   // Split-K counters, one per 128-row column block, zeroed here at load (a zeroing inside a captured CUDA graph
   // would become a memset node replayed before every call); defined only with <prefix>_FAST_FIXUP=1.
