@@ -90,15 +90,20 @@ inline Tensor random_words(Shape shape, uint64_t seed) {
   return t;
 }
 
-inline Tensor f16_filled(Shape shape, float value, uint64_t seed, float jitter) {
-  Tensor t = Tensor::empty(std::move(shape), DType::F16);
+// value + jitter * u with u uniform in [-0.5, 0.5), each element rounded once to `dtype` (F16 or BF16).
+inline Tensor half_filled(Shape shape, DType dtype, float value, uint64_t seed, float jitter) {
+  Tensor t = Tensor::empty(std::move(shape), dtype);
   uint16_t* p = reinterpret_cast<uint16_t*>(t.raw_data());
   uint64_t state = seed;
   for (int64_t i = 0, n = t.numel(); i < n; ++i) {
     const double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53 - 0.5;
-    p[i] = f32_to_f16(value + jitter * static_cast<float>(u));
+    const float v = value + jitter * static_cast<float>(u);
+    p[i] = dtype == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
   }
   return t;
+}
+inline Tensor f16_filled(Shape shape, float value, uint64_t seed, float jitter) {
+  return half_filled(std::move(shape), DType::F16, value, seed, jitter);
 }
 
 using Named = std::vector<std::pair<std::string, Tensor>>;
@@ -133,12 +138,7 @@ inline void add_fp8_linear(Named& out, const std::string& module, int64_t K, int
   out.emplace_back(module + ".weight", std::move(codes));
   // |w| <= 3.75 with a mean square near 2.6, so a scale of 1/(2 sqrt(K)) keeps each output near unit size.
   const float scale = 0.5f / std::sqrt(static_cast<float>(K));
-  const Tensor f16 = f16_filled({N, 1}, scale, seed + 1, scale * 0.2f);
-  Tensor scales = Tensor::empty({N, 1}, DType::BF16);
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(f16.raw_data());
-  uint16_t* b = reinterpret_cast<uint16_t*>(scales.raw_data());
-  for (int64_t i = 0; i < N; ++i) b[i] = f32_to_bf16(f16_to_f32(h[i]));
-  out.emplace_back(module + ".weight_scale", std::move(scales));
+  out.emplace_back(module + ".weight_scale", half_filled({N, 1}, DType::BF16, scale, seed + 1, scale * 0.2f));
 }
 
 // One linear layer [K -> N] under `module` in the checkpoint's format.
