@@ -1,11 +1,13 @@
 // Writes a quantized checkpoint with random weights (for decode benchmarks of shapes too large to commit), Llama-3
 // shaped or, with experts, Qwen3-MoE shaped (routed experts in every layer, q / k norms, an unquantized router):
 // config.json, one safetensors shard per decoder layer plus one for the embedding, final norm and lm_head, and
-// model.safetensors.index.json. Two formats:
+// model.safetensors.index.json. Three formats:
 //  - SyntheticFormat::Gptq4: GPTQ v1 int4, symmetric, group `group`, lm_head quantized (what AutoGPTQ / GPTQModel
 //    write with lm_head quantization);
 //  - SyntheticFormat::Fp8Dynamic: compressed-tensors FP8 e4m3 weights with per-channel BF16 scales and dynamic
-//    per-token activations, lm_head unquantized (F16), as llm-compressor's FP8_DYNAMIC scheme writes them.
+//    per-token activations, lm_head unquantized (F16), as llm-compressor's FP8_DYNAMIC scheme writes them;
+//  - SyntheticFormat::Int8Dynamic: compressed-tensors INT8 weights [N, K] with per-channel BF16 scales and dynamic
+//    symmetric per-token activations, lm_head unquantized, as llm-compressor's W8A8 (INT8) scheme writes them.
 // Embedding, norms and router F16. Codes are uniform random, scales small, so activations stay finite through the
 // layers. Memory use is one shard at a time.
 #pragma once
@@ -29,7 +31,7 @@
 
 namespace qlm::bench {
 
-enum class SyntheticFormat { Gptq4, Fp8Dynamic };
+enum class SyntheticFormat { Gptq4, Fp8Dynamic, Int8Dynamic };
 
 // The defaults are Llama-3-8B; experts > 0 makes a Qwen3-MoE-shaped model (synthetic_qwen3_30b_a3b()).
 struct SyntheticShape {
@@ -141,34 +143,47 @@ inline void add_fp8_linear(Named& out, const std::string& module, int64_t K, int
   out.emplace_back(module + ".weight_scale", half_filled({N, 1}, DType::BF16, scale, seed + 1, scale * 0.2f));
 }
 
+// Compressed-tensors INT8 tensors of one linear layer [K -> N] under `module`: codes [N, K] uniform in [-128, 127]
+// and one BF16 scale per output channel [N, 1].
+inline void add_int8_linear(Named& out, const std::string& module, int64_t K, int64_t N, uint64_t seed) {
+  Tensor codes = Tensor::empty({N, K}, DType::I8);
+  const Tensor words = random_words({(N * K + 3) / 4}, seed);
+  std::copy_n(reinterpret_cast<const int8_t*>(words.raw_data()), N * K, codes.data<int8_t>());
+  out.emplace_back(module + ".weight", std::move(codes));
+  // Uniform codes have a mean square near 128^2 / 3, so a scale of 1/(74 sqrt(K)) keeps each output near unit size.
+  const float scale = 1.0f / (74.0f * std::sqrt(static_cast<float>(K)));
+  out.emplace_back(module + ".weight_scale", half_filled({N, 1}, DType::BF16, scale, seed + 1, scale * 0.2f));
+}
+
 // One linear layer [K -> N] under `module` in the checkpoint's format.
 inline void add_linear(Named& out, const SyntheticShape& s, const std::string& module, int64_t K, int64_t N,
                        uint64_t seed) {
   if (s.format == SyntheticFormat::Fp8Dynamic) {
     add_fp8_linear(out, module, K, N, seed);
+  } else if (s.format == SyntheticFormat::Int8Dynamic) {
+    add_int8_linear(out, module, K, N, seed);
   } else {
     add_gptq_linear(out, module, K, N, s.group, seed);
   }
 }
 
-// compressed-tensors' quantization_config for FP8 e4m3 weights (per channel) and dynamic per-token activations on
-// every Linear but lm_head.
-inline nlohmann::json fp8_dynamic_quantization_config() {
-  const nlohmann::json weights = {{"num_bits", 8},       {"type", "float"},     {"strategy", "channel"},
+// compressed-tensors' quantization_config for 8-bit weights (per channel) and dynamic per-token activations on
+// every Linear but lm_head: FP8 e4m3 ("float") or INT8 ("int"), both symmetric.
+inline nlohmann::json w8a8_dynamic_quantization_config(bool int8) {
+  const char* type = int8 ? "int" : "float";
+  const char* format = int8 ? "int-quantized" : "float-quantized";
+  const nlohmann::json weights = {{"num_bits", 8},       {"type", type},        {"strategy", "channel"},
                                   {"symmetric", true},   {"dynamic", false},    {"group_size", nullptr},
                                   {"actorder", nullptr}, {"observer", "minmax"}};
-  const nlohmann::json inputs = {{"num_bits", 8},       {"type", "float"},    {"strategy", "token"},
+  const nlohmann::json inputs = {{"num_bits", 8},       {"type", type},       {"strategy", "token"},
                                  {"symmetric", true},   {"dynamic", true},    {"group_size", nullptr},
                                  {"actorder", nullptr}, {"observer", nullptr}};
   return {{"quant_method", "compressed-tensors"},
-          {"format", "float-quantized"},
+          {"format", format},
           {"quantization_status", "compressed"},
           {"config_groups",
            {{"group_0",
-             {{"targets", {"Linear"}},
-              {"weights", weights},
-              {"input_activations", inputs},
-              {"format", "float-quantized"}}}}},
+             {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", inputs}, {"format", format}}}}},
           {"ignore", {"lm_head"}},
           {"kv_cache_scheme", nullptr}};
 }
@@ -229,8 +244,8 @@ inline uint64_t write_synthetic_checkpoint(const std::filesystem::path& dir, con
                              {"sym", true},
                              {"lm_head", true},
                              {"checkpoint_format", "gptq"}}}};
-  if (s.format == SyntheticFormat::Fp8Dynamic) {
-    config["quantization_config"] = detail::fp8_dynamic_quantization_config();
+  if (s.format == SyntheticFormat::Fp8Dynamic || s.format == SyntheticFormat::Int8Dynamic) {
+    config["quantization_config"] = detail::w8a8_dynamic_quantization_config(s.format == SyntheticFormat::Int8Dynamic);
     // llm-compressor's MoE recipes leave the router unquantized too.
     if (moe) config["quantization_config"]["ignore"].push_back("re:.*mlp.gate$");
   }
@@ -297,7 +312,7 @@ inline uint64_t write_synthetic_checkpoint(const std::filesystem::path& dir, con
   detail::Named last;
   last.emplace_back("model.embed_tokens.weight", detail::f16_filled({s.vocab, s.hidden}, 0.0f, seed + 7, 2.0f));
   last.emplace_back("model.norm.weight", detail::f16_filled({s.hidden}, 1.0f, seed + 8, 0.1f));
-  if (s.format == SyntheticFormat::Fp8Dynamic) {  // lm_head stays unquantized, as llm-compressor leaves it
+  if (s.format != SyntheticFormat::Gptq4) {  // lm_head stays unquantized, as llm-compressor leaves it
     last.emplace_back("lm_head.weight", detail::f16_filled({s.vocab, s.hidden}, 0.0f, seed + 9, 0.5f));
   } else {
     detail::add_gptq_linear(last, "lm_head", s.hidden, s.vocab, s.group, seed + 9);

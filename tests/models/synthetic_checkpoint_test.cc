@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -42,6 +43,24 @@ void expect_finite_logits(runtime::Model& model) {
   for (float v : logits.span<float>()) ASSERT_TRUE(std::isfinite(v));
 }
 
+// Every linear layer but lm_head and the MoE router loads as `method`; those two stay unquantized.
+void expect_w8a8_plan(const runtime::Model& model, bool moe, const std::string& method) {
+  bool saw_quantized = false, saw_router = false;
+  for (const runtime::LayerPlan& layer : model.plan().layers) {
+    const bool router = layer.layer.ends_with(".mlp.gate");
+    if (router) saw_router = true;
+    if (layer.layer == "lm_head" || router) {
+      EXPECT_EQ(layer.format, "unquantized") << layer.layer << ": " << layer.method;
+    } else {
+      EXPECT_EQ(layer.method, method) << layer.layer;
+      saw_quantized = true;
+    }
+  }
+  EXPECT_TRUE(saw_quantized) << model.plan().summary();
+  EXPECT_EQ(saw_router, moe) << model.plan().summary();
+  EXPECT_EQ(model.plan().moe.size(), moe ? 2u : 0u);
+}
+
 TEST(SyntheticCheckpoint, Fp8DynamicLoadsAsCompressedTensorsFp8) {
   for (const bool moe : {false, true}) {
     SCOPED_TRACE(moe ? "qwen3-moe" : "llama");
@@ -68,20 +87,36 @@ TEST(SyntheticCheckpoint, Fp8DynamicLoadsAsCompressedTensorsFp8) {
     EXPECT_EQ(scale.shape, (Shape{s.heads * s.head_size(), 1}));
 
     auto model = runtime::Model::load(dir.path());
-    bool saw_fp8 = false, saw_router = false;
-    for (const runtime::LayerPlan& layer : model->plan().layers) {
-      const bool router = layer.layer.ends_with(".mlp.gate");
-      if (router) saw_router = true;
-      if (layer.layer == "lm_head" || router) {
-        EXPECT_EQ(layer.format, "unquantized") << layer.layer << ": " << layer.method;
-      } else {
-        EXPECT_EQ(layer.method, "compressed-tensors fp8_e4m3 w=channel act=dynamic_token") << layer.layer;
-        saw_fp8 = true;
-      }
+    expect_w8a8_plan(*model, moe, "compressed-tensors fp8_e4m3 w=channel act=dynamic_token");
+    expect_finite_logits(*model);
+  }
+}
+
+TEST(SyntheticCheckpoint, Int8DynamicLoadsAsCompressedTensorsInt8) {
+  for (const bool moe : {false, true}) {
+    SCOPED_TRACE(moe ? "qwen3-moe" : "llama");
+    testing::TempDir dir;
+    const bench::SyntheticShape s =
+        moe ? small_moe(bench::SyntheticFormat::Int8Dynamic) : small_llama(bench::SyntheticFormat::Int8Dynamic);
+    bench::write_synthetic_checkpoint(dir.path(), s);
+    const io::SafetensorsFile shard = io::SafetensorsFile::open(dir.path() / bench::synthetic_shard_name(0, 3));
+    const io::TensorInfo& q = shard.info("model.layers.0.self_attn.o_proj.weight");
+    EXPECT_EQ(q.dtype, DType::I8);
+    // Codes cover both ends of the range and both signs.
+    int lo = 0, hi = 0;
+    for (std::byte b : shard.data(q)) {
+      const int v = static_cast<int8_t>(std::to_integer<uint8_t>(b));
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
     }
-    EXPECT_TRUE(saw_fp8) << model->plan().summary();
-    EXPECT_EQ(saw_router, moe) << model->plan().summary();
-    EXPECT_EQ(model->plan().moe.size(), moe ? 2u : 0u);
+    EXPECT_EQ(lo, -128);
+    EXPECT_EQ(hi, 127);
+    const io::TensorInfo& scale = shard.info("model.layers.0.self_attn.o_proj.weight_scale");
+    EXPECT_EQ(scale.dtype, DType::BF16);
+    EXPECT_EQ(scale.shape, (Shape{q.shape[0], 1}));
+
+    auto model = runtime::Model::load(dir.path());
+    expect_w8a8_plan(*model, moe, "compressed-tensors int8 w=channel act=dynamic_token");
     expect_finite_logits(*model);
   }
 }

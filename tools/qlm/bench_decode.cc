@@ -2,9 +2,9 @@
 //   qlm bench-decode MODEL [model options: --device, --dtype, --threads, --tp, ...]
 //                    [--prompt-len P] [--tokens T] [--json]
 // MODEL is a model directory, or `synthetic:llama3-8b` / `synthetic:llama3-70b` / `synthetic:qwen3-30b-a3b`
-// (each with optional `:layers=N` and `:format=gptq|fp8`): an int4 GPTQ checkpoint (g128, lm_head quantized; the
-// default) or a compressed-tensors FP8-dynamic one (lm_head F16) with random weights in that shape, written to a
-// temporary directory under --tmp (default: the system temp dir), loaded, and removed
+// (each with optional `:layers=N` and `:format=gptq|fp8|int8`): an int4 GPTQ checkpoint (g128, lm_head quantized; the
+// default) or a compressed-tensors FP8- or INT8-dynamic one (lm_head F16) with random weights in that shape, written to
+// a temporary directory under --tmp (default: the system temp dir), loaded, and removed
 // (~4.9 GB for 8B; 70B is ~0.43 GB per layer and the Qwen3-MoE shape ~0.32 GB, so `:layers=N` keeps them to N).
 // `--keep-synthetic DIR` writes it to DIR instead and keeps it; a later run given the same DIR and model loads it
 // without writing again (A/B runs of one shape under different settings). Runs a prefill of P tokens, then T
@@ -88,8 +88,10 @@ std::optional<bench::SyntheticShape> synthetic_shape(const std::string& spec) {
       s.format = bench::SyntheticFormat::Gptq4;
     } else if (opt == "format=fp8") {
       s.format = bench::SyntheticFormat::Fp8Dynamic;
+    } else if (opt == "format=int8") {
+      s.format = bench::SyntheticFormat::Int8Dynamic;
     } else {
-      fail("cli.args", {}, "use :layers=N and :format=gptq|fp8, e.g. synthetic:llama3-70b:format=fp8:layers=8",
+      fail("cli.args", {}, "use :layers=N and :format=gptq|fp8|int8, e.g. synthetic:llama3-70b:format=fp8:layers=8",
            "unknown synthetic option '{}' in '{}'", opt, spec);
     }
   }
@@ -230,7 +232,7 @@ void bench_decode(const BenchDecodeOptions& o) {
 void register_bench_decode_command(CLI::App& app) {
   auto opts = std::make_shared<BenchDecodeOptions>();
   auto* cmd = app.add_subcommand(
-      "bench-decode", "Decode tokens/s of a model (or a synthetic Llama-3- or Qwen3-MoE-shaped int4 / FP8 one)");
+      "bench-decode", "Decode tokens/s of a model (or a synthetic Llama-3- or Qwen3-MoE-shaped int4 / FP8 / INT8 one)");
   add_model_options(cmd, opts->model);
   cmd->add_option("--prompt-len", opts->prompt_len, "Prefill tokens before decoding")->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Timed decode steps")->capture_default_str();
