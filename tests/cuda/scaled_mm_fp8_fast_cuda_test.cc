@@ -81,16 +81,6 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
   return testing::make_scaled_mm_kernel(kName, c, w, env);
 }
 
-// The large-M paths to check besides the default rule: cuBLASLt ("off"), and each CUTLASS
-// configuration where this build and device run them.
-std::vector<std::string> large_m_paths(const ScaledMMConfig& c) {
-  std::vector<std::string> paths = {"off"};
-  if (cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32)
-    for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
-      paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
-  return paths;
-}
-
 int capability0() { return cuda_devices().at(0).capability; }
 
 // With QLM_TEST_TRACE set, each kernel run is printed (and flushed) before it starts: the last line names the
@@ -113,7 +103,7 @@ void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DT
     std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
     kernels.emplace_back("streaming", make_kernel(c, w, "100000"));  // the streaming kernel at every M
     kernels.emplace_back("rule", make_kernel(c, w, ""));             // the default rule
-    for (const std::string& p : large_m_paths(c)) kernels.emplace_back(p, make_kernel(c, w, "", p));
+    for (const std::string& p : testing::w8a8_cutlass_paths(c)) kernels.emplace_back(p, make_kernel(c, w, "", p));
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 7 * M + K);
       const bool with_bias = M % 2 == 1;

@@ -1,14 +1,17 @@
 // cuda_scaled_mm_int8_fast against the CPU oracle (cpu_ref) on the same weights and activations (rounded to the
 // activation dtype first): tensor / channel weight scales x symmetric static / dynamic per-tensor / dynamic
-// per-token activations x BF16 / F16 / F32, both of its paths (the weight-streaming kernel, forced for every M
-// through QLM_INT8_FAST_MAX_M, and the default rule, which hands M > 16 to cuBLASLt), poisoned outputs; the GEMM
+// per-token activations x BF16 / F16 / F32, every path (the weight-streaming kernel, forced for every M through
+// QLM_INT8_FAST_MAX_M; the default rule, which hands M > 16 to the CUTLASS GEMM on sm_90 or else to cuBLASLt; every
+// CUTLASS tile configuration and the cuBLASLt path, forced through QLM_INT8_CUTLASS_CONFIG), poisoned outputs; the GEMM
 // quantizing its own activations up to 4 tokens bit for bit against the quantizer + GEMM pair; its can_implement
 // reasons. Suites named Cuda* need a GPU for the numeric tests and skip without one.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/float_convert.h"
@@ -74,14 +77,17 @@ void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<D
     ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
     const ScaledMMWeights w = int8_weights(v, N, K, 5 + N + K);
     const std::vector<float> bias = test_bias(N);
-    const auto streaming = testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}});
-    const auto rule = testing::make_scaled_mm_kernel(kName, c, w);
+    std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
+    kernels.emplace_back("streaming", testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}}));
+    kernels.emplace_back("rule", testing::make_scaled_mm_kernel(kName, c, w));
+    for (const std::string& p : testing::w8a8_cutlass_paths(c))
+      kernels.emplace_back(p, testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_CUTLASS_CONFIG", p}}));
     for (int64_t M : Ms) {
       const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 3 * M + K);
       const bool with_bias = M % 2 == 1;
       const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
-      for (const ScaledMMKernel* k : {streaming.get(), rule.get()}) {
-        if (k == rule.get() && M <= 16) continue;  // the streaming kernel's path either way
+      for (const auto& [name, k] : kernels) {
+        if (name != "streaming" && M <= 16) continue;  // the streaming kernel's path either way
         const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, k->path(M));
         const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
         ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
@@ -96,7 +102,7 @@ class CudaScaledMMInt8FastTest : public ::testing::TestWithParam<Int8Variant> {}
 TEST_P(CudaScaledMMInt8FastTest, MatchesCpuRef) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
-  const std::vector<int64_t> Ms = {1, 3, 4, 5, 16, 17, 64, 129};
+  const std::vector<int64_t> Ms = {1, 3, 4, 5, 16, 17, 64, 129, 257};
   // N not a multiple of the 128-row block (idle warps); K of 2 and 5 steps (odd K splits).
   check_shape(GetParam(), 144, 512, {DType::BF16, DType::F16, DType::F32}, Ms);
   check_shape(GetParam(), 272, 1280, {DType::BF16, DType::F16}, Ms);

@@ -12,6 +12,10 @@
 #include "cuda/device.h"
 #include "support/cuda_test_util.h"
 
+#ifdef QLM_WITH_CUDA
+#include "kernels/cuda/fp8_cutlass_gemm.h"
+#endif
+
 namespace qlm::testing {
 
 ScaledMMWeights random_scaled_mm_weights(const ScaledMMWeightSpec& s, int64_t N, int64_t K, uint64_t seed) {
@@ -74,6 +78,16 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
   for (const auto& [name, value] : env) unsetenv(name.c_str());
   return k;
 }
+
+#ifdef QLM_WITH_CUDA
+std::vector<std::string> w8a8_cutlass_paths(const ScaledMMConfig& c) {
+  std::vector<std::string> paths = {"off"};
+  if (cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32)
+    for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
+      paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
+  return paths;
+}
+#endif
 
 std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
                                      const std::vector<float>* bias) {

@@ -39,6 +39,12 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
                                                       const ScaledMMWeights& w,
                                                       const std::vector<std::pair<std::string, std::string>>& env = {});
 
+#ifdef QLM_WITH_CUDA
+// The large-M paths a W8A8 kernel test checks besides the default rule, as values of <prefix>_CUTLASS_CONFIG:
+// cuBLASLt ("off"), and each CUTLASS configuration where this build and layer `c`'s device run them.
+std::vector<std::string> w8a8_cutlass_paths(const ScaledMMConfig& c);
+#endif
+
 // cpu_ref's output [M, N] for layer `c` (run on the CPU in F32) on x [M, K] (F32 values) and an optional bias.
 std::vector<float> scaled_mm_cpu_ref(ScaledMMConfig c, const ScaledMMWeights& w, const std::vector<float>& x, int64_t M,
                                      const std::vector<float>* bias);

@@ -1,6 +1,5 @@
-// Config names for kernels/cuda/fp8_cutlass_gemm.h, and the entry points of a
-// build without the CUTLASS headers (every call answers cudaErrorNotSupported,
-// so callers keep their other path).
+// Config names and the configuration rule of kernels/cuda/fp8_cutlass_gemm.h, and the entry points of a
+// build without the CUTLASS headers (every call answers cudaErrorNotSupported, so callers keep their other path).
 #ifdef QLM_WITH_CUDA
 #include "kernels/cuda/fp8_cutlass_gemm.h"
 
@@ -15,6 +14,20 @@ const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
     case Fp8CutlassConfig::kCount: break;
   }
   return "?";
+}
+
+// Up to 64 tokens CUTLASS always (1.0-1.45x torch there): 32-token tiles up to 32 tokens and while 64-token ones
+// would leave most SMs idle, 64-token tiles up to 64 and above while their tiles fit well inside one wave. Above 128
+// tokens, 64 x 128 tiles in 2-CTA clusters, promoting every 16 k-steps, while their tiles fit in one wave (narrow
+// layers: 1.2-1.3x cuBLASLt at 256 tokens on N = 4096); otherwise cuBLASLt (every larger tile measured within 2 % of
+// it at best).
+std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
+  using C = Fp8CutlassConfig;
+  const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
+  if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return Fp8CutlassChoice{C::kSwap128x32, 4};
+  if (M <= 64 || 4 * tiles <= 3 * sm_count) return Fp8CutlassChoice{C::kSwap128x64, 4};
+  if (M > 128 && (N + 63) / 64 * ((M + 127) / 128) <= sm_count) return Fp8CutlassChoice{C::kSwap64x128C12, 16};
+  return std::nullopt;
 }
 
 #ifndef QLM_WITH_CUTLASS

@@ -1,9 +1,10 @@
-// FP8 e4m3 W8A8 GEMM for Hopper (sm_90a) built on CUTLASS's TMA + wgmma warp-specialised kernels:
+// W8A8 GEMM for Hopper (sm_90a) built on CUTLASS's TMA + wgmma warp-specialised kernels, FP8 e4m3 codes (FP32
+// accumulation with promotion) or INT8 codes (Fp8CutlassArgs::int8: exact int32 accumulation):
 // y[m, n] = (sum_k x[m, k] w[n, k]) * sx[m] * sw[n] + bias[n], BF16 or F16 output. Compiled only
 // when the CUTLASS headers were found (QLM_WITH_CUTLASS); callers check fp8_cutlass_available() and
 // keep another path for everything else.
 //
-// Invariants the caller guarantees: x [M, K] and w [N, K] row-major e4m3 on the device, K % 16 == 0
+// Invariants the caller guarantees: x [M, K] and w [N, K] row-major 8-bit codes on the device, K % 16 == 0
 // (16-byte TMA rows), N % 8 == 0 (16-byte output rows), sx F32 [M], sw F32 [N], bias F32 [N] or
 // null, y [M, N] row-major.
 #pragma once
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace qlm::cuda {
 
@@ -38,8 +40,9 @@ enum class Fp8CutlassConfig : int {
 const char* fp8_cutlass_config_name(Fp8CutlassConfig c);
 
 struct Fp8CutlassArgs {
-  const void* x = nullptr;      // [M, K] e4m3
-  const void* w = nullptr;      // [N, K] e4m3
+  bool int8 = false;            // INT8 codes (s8 x s8 -> s32) instead of FP8 e4m3; promotion_interval unused
+  const void* x = nullptr;      // [M, K] e4m3 (or INT8)
+  const void* w = nullptr;      // [N, K] e4m3 (or INT8)
   void* y = nullptr;            // [M, N] BF16 or F16
   bool y_f16 = false;           // false: BF16
   const float* sx = nullptr;    // [M]
@@ -54,6 +57,16 @@ struct Fp8CutlassArgs {
   // the wgmma pipeline, so a longer interval runs faster and rounds a little more.
   int promotion_interval = 4;
 };
+
+// The configuration (and FP32 promotion interval, FP8 only) for M tokens (M > 16) on an N-row layer of a
+// compute-capability-9.0 GPU with sm_count SMs, or none: the caller's cuBLASLt GEMM runs. The rule of
+// docs/fp8-kernel-notes.md (H200 sweeps of scripts/bench_fp8_configs.sh), INT8 taking the FP8 tiles until its own
+// sweep says otherwise.
+struct Fp8CutlassChoice {
+  Fp8CutlassConfig config;
+  int promotion_interval;
+};
+std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count);
 
 // True when the CUTLASS kernels were compiled into this build.
 bool fp8_cutlass_available();

@@ -47,11 +47,7 @@ void run_lt_gemm_with_bias(const cuda::LtGemm& gemm, const ScaledMMConfig& c, co
 
 Fp8OuterVecLtGemm::Fp8OuterVecLtGemm(const ScaledMMConfig& c, const ScaledMMWeights& host, const CudaScaledMMWeights& w,
                                      bool outer_vec, const std::string& what)
-    : c_(c), row_scales_(w.scales) {
-  if (c.weight_scale == WeightScaleKind::Tensor)
-    row_scales_ =
-        Tensor::from_vector(std::vector<float>(static_cast<size_t>(c.N_p), host.weight_scale.data<float>()[0]), {c.N_p})
-            .to_device(c.device);
+    : c_(c), row_scales_(weight_row_scales(c, host, w)) {
   cuda::LtGemmSpec spec = fp8_lt_spec(c, what);
   if (outer_vec) {
     spec.outer_vec_scales = true;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace qlm {
 
 std::optional<std::string> cuda_scaled_mm_base_reason(const ScaledMMConfig& c, int min_capability,
@@ -55,6 +57,13 @@ CudaScaledMMWeights upload_scaled_mm_weights(const ScaledMMConfig& c, const Scal
     d.col_sums = Tensor::from_vector(sums, {w.N}).to_device(c.device);
   }
   return d;
+}
+
+Tensor weight_row_scales(const ScaledMMConfig& c, const ScaledMMWeights& host, const CudaScaledMMWeights& w) {
+  if (c.weight_scale != WeightScaleKind::Tensor) return w.scales;
+  return Tensor::from_vector(std::vector<float>(static_cast<size_t>(c.N_p), host.weight_scale.data<float>()[0]),
+                             {c.N_p})
+      .to_device(c.device);
 }
 
 int cuda_float_type(DType dtype) {

@@ -31,6 +31,9 @@ struct CudaScaledMMWeights {
   size_t bytes() const;
 };
 CudaScaledMMWeights upload_scaled_mm_weights(const ScaledMMConfig& c, const ScaledMMWeights& w);
+// F32 [N_p] weight scales on the device, one per output row: w.scales itself for per-channel scales, the per-tensor
+// scale of `host` repeated otherwise (the GEMMs whose epilogues take a vector).
+Tensor weight_row_scales(const ScaledMMConfig& c, const ScaledMMWeights& host, const CudaScaledMMWeights& w);
 
 // Activation codes on the device: codes [M, K] (I8 or F8_E4M3), scales F32 [M * groups] (one
 // per row also for per-tensor schemes), zeros I32 [M] (INT8).

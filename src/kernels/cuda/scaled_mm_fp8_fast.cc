@@ -18,9 +18,7 @@
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "core/env_switch.h"
@@ -28,10 +26,10 @@
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
-#include "kernels/cuda/fp8_cutlass_gemm.h"
 #include "kernels/cuda/fp8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#include "kernels/cuda/w8a8_cutlass_path.h"
 #include "kernels/cuda/w8a8_stream_gemm.h"
 #include "kernels/scaled_mm.h"
 
@@ -39,9 +37,6 @@ namespace qlm {
 namespace {
 
 constexpr int64_t kDefaultMaxM = 16;
-// CUTLASS FP32 promotion every 4 wgmma k-steps (every 128-k tile, CUTLASS's default) for a
-// configuration forced by QLM_FP8_CUTLASS_CONFIG.
-constexpr int kPromotionInterval = 4;
 
 std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   if (auto r = cuda_scaled_mm_base_reason(c, 89, "FP8 e4m3 mma.sync")) return r;
@@ -56,27 +51,6 @@ std::optional<std::string> fp8_fast_reason(const ScaledMMConfig& c) {
   if (c.K_p % cuda::kFp8FastStepK != 0 || c.N_p % 16 != 0)
     return fmt::format("needs K_p a multiple of {} and N_p a multiple of 16; K_p={} N_p={}", cuda::kFp8FastStepK, c.K_p,
                        c.N_p);
-  return std::nullopt;
-}
-
-// The CUTLASS configuration (and FP32 promotion interval) for M tokens (M > 16) on an N-row layer,
-// or none (cuBLASLt runs), from the H200 sweeps of scripts/bench_fp8_configs.sh
-// (docs/fp8-kernel-notes.md). Up to 64 tokens CUTLASS always (1.0-1.45x torch there): 32-token
-// tiles up to 32 tokens and while 64-token ones would leave most SMs idle, 64-token tiles up to 64
-// and above while their tiles fit well inside one wave. Above 128 tokens, 64 x 128 tiles in 2-CTA
-// clusters, promoting every 16 k-steps, while their tiles fit in one wave (narrow layers: 1.2-1.3x
-// cuBLASLt at 256 tokens on N = 4096); otherwise cuBLASLt (every larger tile measured within 2 % of
-// it at best).
-struct Fp8CutlassChoice {
-  cuda::Fp8CutlassConfig config;
-  int promotion_interval;
-};
-std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
-  using C = cuda::Fp8CutlassConfig;
-  const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
-  if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return Fp8CutlassChoice{C::kSwap128x32, 4};
-  if (M <= 64 || 4 * tiles <= 3 * sm_count) return Fp8CutlassChoice{C::kSwap128x64, 4};
-  if (M > 128 && (N + 63) / 64 * ((M + 127) / 128) <= sm_count) return Fp8CutlassChoice{C::kSwap64x128C12, 16};
   return std::nullopt;
 }
 
@@ -95,27 +69,12 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     // tail: -0.4 to -0.6 µs per call at 16 tokens, neutral at 256 / 1024; docs/fp8-kernel-notes.md, session 30);
     // QLM_FP8_QUANT_PDL=0 launches it in plain stream order.
     quant_pdl_ = pdl_ && env_switch_on("QLM_FP8_QUANT_PDL");
-    // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
-    use_cutlass_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
-    if (const char* env = std::getenv("QLM_FP8_CUTLASS_CONFIG")) {
-      const std::string want(env);
-      if (want == "off") use_cutlass_ = false;
-      for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
-        if (want == cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)))
-          forced_config_ = static_cast<cuda::Fp8CutlassConfig>(i);
-    }
-    // Tuning: QLM_FP8_PROMOTION=n promotes the CUTLASS accumulators every n wgmma k-steps (a
-    // multiple of 4) whatever the configuration; unset, the rule's interval (or 4 for a forced one).
-    if (const char* env = std::getenv("QLM_FP8_PROMOTION")) {
-      const int n = std::atoi(env);
-      if (n < 4 || n % 4 != 0)
-        fail("kernel.config", {}, "set QLM_FP8_PROMOTION to a multiple of 4 (4, 8, 16, ...) or unset it",
-             "QLM_FP8_PROMOTION={} is not a positive multiple of 4", env);
-      forced_promotion_ = n;
-    }
     // cuBLASLt for large M on the same weight copy; its per-row weight scales serve CUTLASS too.
     lt_ = std::make_unique<Fp8OuterVecLtGemm>(c_, w, w_, /*outer_vec=*/true,
                                               "fp8 scaled-mm (cuda_scaled_mm_fp8_fast, large M)");
+    // The CUTLASS GEMM's set-up overlaps the quantizer's tail (QLM_FP8_CUTLASS_CONFIG, QLM_FP8_PROMOTION:
+    // w8a8_cutlass_path.h).
+    cutlass_ = std::make_unique<W8A8CutlassPath>(c_, /*int8=*/false, "QLM_FP8", lt_->row_scales(), pdl_);
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -126,19 +85,13 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     const CudaActCodes q = quantize(x, M);
     if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
-    else if (!run_cutlass(q, M, y, bias))
+    else if (!cutlass_->run(w_, q, M, y, bias))
       lt_->run(w_, q, M, y, bias);
   }
 
   std::string path(int64_t M) const override {
     if (stream_->serves(M)) return stream_->path(M);
-    if (use_cutlass_) {
-      const std::optional<Fp8CutlassChoice> c = cutlass_choice(M);
-      if (c)
-        return fmt::format("cutlass {} p{}", cuda::fp8_cutlass_config_name(c->config),
-                           forced_promotion_.value_or(c->promotion_interval));
-    }
-    return "cublaslt";
+    return cutlass_->path(M).value_or("cublaslt");
   }
 
   size_t weight_bytes() const override { return w_.bytes() + lt_->extra_bytes(); }
@@ -157,49 +110,13 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     return q;
   }
 
-  // The CUTLASS configuration for M rows (forced or by the rule), or none: cuBLASLt.
-  std::optional<Fp8CutlassChoice> cutlass_choice(int64_t M) const {
-    if (forced_config_) return Fp8CutlassChoice{*forced_config_, kPromotionInterval};
-    return fp8_cutlass_config_for(M, c_.N_p, cuda::context(c_.device.index).sm_count);
-  }
-
-  // False when the CUTLASS path does not apply (then cuBLASLt runs); throws on a CUDA error.
-  bool run_cutlass(const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const {
-    if (!use_cutlass_) return false;
-    cuda::Context& ctx = cuda::context(c_.device.index);
-    cuda::Fp8CutlassArgs a;
-    a.x = q.codes.raw_data();
-    a.w = w_.codes.raw_data();
-    a.y = y.raw_data();
-    a.y_f16 = c_.act_dtype == DType::F16;
-    a.sx = q.scales.data<float>();
-    a.sw = lt_->row_scales().data<float>();
-    a.bias = bias ? bias->data<float>() : nullptr;
-    a.M = M;
-    a.N = c_.N_p;
-    a.K = c_.K_p;
-    a.sm_count = ctx.sm_count;
-    a.device = c_.device.index;
-    a.pdl = pdl_;  // the GEMM's set-up overlaps the quantizer's tail
-    const std::optional<Fp8CutlassChoice> chosen = cutlass_choice(M);
-    if (!chosen) return false;
-    a.promotion_interval = forced_promotion_.value_or(chosen->promotion_interval);
-    const cudaError_t e =
-        cuda::fp8_cutlass_gemm(chosen->config, a, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
-    if (e == cudaErrorNotSupported) return false;
-    QLM_CUDA_CHECK(e);
-    return true;
-  }
-
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
   bool pdl_ = false;
-  bool quant_pdl_ = false;               // the per-token quantizer launched for programmatic dependent launch
-  std::optional<int> forced_promotion_;  // QLM_FP8_PROMOTION (tuning, tests)
-  bool use_cutlass_ = false;             // large M through the CUTLASS sm_90a GEMM
-  std::optional<cuda::Fp8CutlassConfig> forced_config_;  // QLM_FP8_CUTLASS_CONFIG (tuning, tests)
-  std::unique_ptr<Fp8OuterVecLtGemm> lt_;                // large M where CUTLASS does not run
+  bool quant_pdl_ = false;                    // the per-token quantizer launched for programmatic dependent launch
+  std::unique_ptr<Fp8OuterVecLtGemm> lt_;     // large M where CUTLASS does not run
+  std::unique_ptr<W8A8CutlassPath> cutlass_;  // large M on sm_90
 };
 
 const ScaledMMKernelRegistrar kRegister{{

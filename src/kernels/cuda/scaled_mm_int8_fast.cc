@@ -4,8 +4,12 @@
 // Run-time rule: M <= max_m (16; QLM_INT8_FAST_MAX_M overrides it, read in prepare) runs the weight-streaming
 // tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): at one
 // token with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
-// Larger M, where the GEMM turns compute-bound, runs cuBLASLt's INT8 GEMM and our epilogue on the same weight copy
-// (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). Why: on an H100 the streaming kernel took 10.9-165 µs at one
+// Larger M, where the GEMM turns compute-bound, runs after the quantizer the CUTLASS TMA + wgmma GEMM with INT8
+// codes (exact int32 sums; the scales and bias in its epilogue; sm_90 exactly, BF16 / F16 output, when CUTLASS was
+// compiled in; FP8's tile rule, or QLM_INT8_CUTLASS_CONFIG=<name>|off: w8a8_cutlass_path.h) where its rule takes M,
+// else cuBLASLt's INT8 GEMM and our epilogue on the same weight copy (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's
+// recipe). The CUTLASS INT8 path was written in session 50 without a GPU: its timings against cuBLASLt are in
+// docs/fp8-kernel-notes.md once measured. Why the streaming kernel: on an H100 it took 10.9-165 µs at one
 // token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM took 17.4-216 (1.3-2.3x), and was ahead or even up
 // to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a multiple of 256, N_p of 16; asymmetric
 // activations (zero points) stay with cuda_scaled_mm_int8_lt.
@@ -19,6 +23,7 @@
 #include "kernels/cuda/int8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#include "kernels/cuda/w8a8_cutlass_path.h"
 #include "kernels/cuda/w8a8_stream_gemm.h"
 #include "kernels/scaled_mm.h"
 
@@ -56,6 +61,8 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     // QLM_INT8_FAST_MAX_M, QLM_INT8_FAST_SPLITS, QLM_INT8_FAST_PDL, ...: w8a8_stream_gemm.h.
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8", kDefaultMaxM);
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
+    row_scales_ = weight_row_scales(c_, w, w_);
+    cutlass_ = std::make_unique<W8A8CutlassPath>(c_, /*int8=*/true, "QLM_INT8", row_scales_, stream_->pdl());
   }
 
   void run(const Tensor& x, Tensor& y, const Tensor* bias) const override {
@@ -66,20 +73,27 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
     if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
-    else
+    else if (!cutlass_->run(w_, q, M, y, bias))
       lt_->run(w_, q, M, y, bias);
   }
 
-  std::string path(int64_t M) const override { return stream_->serves(M) ? stream_->path(M) : "cublaslt"; }
+  std::string path(int64_t M) const override {
+    if (stream_->serves(M)) return stream_->path(M);
+    return cutlass_->path(M).value_or("cublaslt");
+  }
 
-  size_t weight_bytes() const override { return w_.bytes(); }
+  // The weights, plus the per-tensor weight scale repeated per row for the CUTLASS epilogue.
+  size_t weight_bytes() const override {
+    return w_.bytes() + (c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
+  }
 
  private:
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
-
-  std::unique_ptr<Int8LtGemm> lt_;          // larger M
+  Tensor row_scales_;                       // F32 [N_p] weight scales, one per row (weight_row_scales)
+  std::unique_ptr<W8A8CutlassPath> cutlass_;  // larger M on sm_90, where its rule takes M
+  std::unique_ptr<Int8LtGemm> lt_;            // larger M otherwise
 };
 
 const ScaledMMKernelRegistrar kRegister{{

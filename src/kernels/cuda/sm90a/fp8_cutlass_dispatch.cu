@@ -9,14 +9,20 @@ cudaError_t fp8_cutlass_gemm(Fp8CutlassConfig c, const Fp8CutlassArgs& a, void* 
                              cudaStream_t stream) {
   using namespace fp8_cutlass;
   if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.K % 16 != 0 || a.N % 8 != 0 ||
-      a.promotion_interval < 4 || a.promotion_interval % 4 != 0) return cudaErrorNotSupported;
+      (!a.int8 && (a.promotion_interval < 4 || a.promotion_interval % 4 != 0)))
+    return cudaErrorNotSupported;
+#define QLM_W8A8_CUTLASS_CASE(config)                                        \
+  case Fp8CutlassConfig::k##config:                                          \
+    return a.int8 ? run_int8_##config(a, workspace, workspace_bytes, stream) \
+                  : run_fp8_##config(a, workspace, workspace_bytes, stream);
   switch (c) {
-    case Fp8CutlassConfig::kSwap128x32: return run_swap128x32(a, workspace, workspace_bytes, stream);
-    case Fp8CutlassConfig::kSwap128x64: return run_swap128x64(a, workspace, workspace_bytes, stream);
-    case Fp8CutlassConfig::kSwap64x128C12: return run_swap64x128c12(a, workspace, workspace_bytes, stream);
-    case Fp8CutlassConfig::kSwap128x128C12: return run_swap128x128c12(a, workspace, workspace_bytes, stream);
+    QLM_W8A8_CUTLASS_CASE(Swap128x32)
+    QLM_W8A8_CUTLASS_CASE(Swap128x64)
+    QLM_W8A8_CUTLASS_CASE(Swap64x128C12)
+    QLM_W8A8_CUTLASS_CASE(Swap128x128C12)
     case Fp8CutlassConfig::kCount: break;
   }
+#undef QLM_W8A8_CUTLASS_CASE
   return cudaErrorNotSupported;
 }
 

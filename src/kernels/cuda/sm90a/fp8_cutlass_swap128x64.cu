@@ -1,9 +1,6 @@
-// Swapped (y^T = w x^T): 128 weight rows x 64 tokens x 128 k, cooperative: both consumer warpgroups
-// work on one tile, so a CTA that gets one tile keeps both busy (ping-pong left one idle there).
+// The FP8 e4m3 W8A8 GEMM on tile configuration Swap128x64 (fp8_cutlass_gemm_impl.cuh), BF16 and F16 outputs.
 #include "kernels/cuda/sm90a/fp8_cutlass_gemm_impl.cuh"
 
 namespace qlm::cuda::fp8_cutlass {
-QLM_FP8_CUTLASS_DEFINE(swap128x64, Shape<_128, _64, _128>, Shape<_1, _1, _1>,
-                       cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                       cutlass::epilogue::TmaWarpSpecializedCooperative, true, Out)
+QLM_W8A8_CUTLASS_DEFINE(fp8, cutlass::float_e4m3_t, Swap128x64)
 }  // namespace qlm::cuda::fp8_cutlass
