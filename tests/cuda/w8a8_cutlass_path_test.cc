@@ -80,6 +80,27 @@ TEST(W8A8CutlassPath, OffAndOtherDevicesLeaveEveryTokenCountToTheCaller) {
   }
 }
 
+// The configuration rule: INT8 takes FP8's tiles where FP8 takes CUTLASS, and the 128 x 128 clusters where FP8 leaves
+// M to cuBLASLt (132 SMs: an H100 / H200).
+TEST(W8A8CutlassPath, Int8TakesCutlassWhereFp8LeavesTokensToCublasLt) {
+  if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
+  using C = cuda::Fp8CutlassConfig;
+  struct Case {
+    int64_t M, N;
+    std::optional<C> fp8, int8;
+  };
+  for (const Case& t :
+       {Case{17, 4096, C::kSwap128x32, C::kSwap128x32}, Case{64, 28672, C::kSwap128x64, C::kSwap128x64},
+        Case{256, 4096, C::kSwap64x128C12, C::kSwap64x128C12}, Case{256, 6144, std::nullopt, C::kSwap128x128C12},
+        Case{1024, 4096, std::nullopt, C::kSwap128x128C12}, Case{1024, 57344, std::nullopt, C::kSwap128x128C12}}) {
+    const auto fp8 = cuda::fp8_cutlass_config_for(t.M, t.N, 132);
+    const auto int8 = cuda::fp8_cutlass_config_for(t.M, t.N, 132, /*int8=*/true);
+    EXPECT_EQ(fp8 ? std::optional<C>(fp8->config) : std::nullopt, t.fp8) << t.M << " x " << t.N;
+    ASSERT_TRUE(int8.has_value()) << t.M << " x " << t.N;
+    EXPECT_EQ(int8->config, *t.int8) << t.M << " x " << t.N;
+  }
+}
+
 TEST(W8A8CutlassPath, BadSwitchesAreRefusedWithWhatWouldWork) {
   if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
   {

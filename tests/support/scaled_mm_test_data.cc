@@ -116,8 +116,7 @@ std::vector<float> run_scaled_mm_kernel(const ScaledMMKernel& k, const ScaledMMC
 void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::string& env_prefix) {
   const auto* entry = ScaledMMKernelRegistry::instance().find(kernel);
   ASSERT_TRUE(entry != nullptr) << kernel;
-  const std::string fused_max = env_prefix + "_FUSED_QUANT_MAX_M", fixup = env_prefix + "_FAST_FIXUP",
-                    splits_env = env_prefix + "_FAST_SPLITS";
+  const std::string fused_max = env_prefix + "_FUSED_QUANT_MAX_M", splits_env = env_prefix + "_FAST_SPLITS";
   struct Shape {
     int64_t N, K;
   };
@@ -141,18 +140,16 @@ void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::st
         for (const char* splits : {"", "1", "3"}) {
           std::vector<std::pair<std::string, std::string>> split;
           if (*splits) split.emplace_back(splits_env, splits);
-          // The split's setting plus the in-GEMM quantization's bound and the fix-up switch.
-          const auto with = [&](const char* max_m, const char* fix) {
+          // The split's setting plus the in-GEMM quantization's bound.
+          const auto with = [&](const char* max_m) {
             std::vector<std::pair<std::string, std::string>> env = split;
             env.emplace_back(fused_max, max_m);
-            env.emplace_back(fixup, fix);
             return env;
           };
           const auto by_default = make_scaled_mm_kernel(kernel, c, w, split);  // in the GEMM at one token
-          // Up to 4 tokens in the GEMM, the last block summing the split; and the quantizer, GEMM and reduction
-          // kernels.
-          const auto fused = make_scaled_mm_kernel(kernel, c, w, with("4", "1"));
-          const auto separate = make_scaled_mm_kernel(kernel, c, w, with("0", "0"));
+          // Up to 4 tokens in the GEMM; and the quantizer, GEMM and reduction kernels.
+          const auto fused = make_scaled_mm_kernel(kernel, c, w, with("4"));
+          const auto separate = make_scaled_mm_kernel(kernel, c, w, with("0"));
           for (int64_t M = 1; M <= 5; ++M) {
             EXPECT_EQ(by_default->path(M), M <= 1 ? "streaming, quantizing in the GEMM" : "streaming");
             EXPECT_EQ(fused->path(M), M <= 4 ? "streaming, quantizing in the GEMM" : "streaming");

@@ -56,10 +56,10 @@ std::vector<float> run_scaled_mm_kernel(const ScaledMMKernel& k, const ScaledMMC
 
 // The W8A8 streaming GEMM `kernel` (cuda_scaled_mm_fp8_fast or cuda_scaled_mm_int8_fast, whose switches are named
 // `env_prefix`_...) on `type` codes with dynamic per-token activations: quantizing its activations itself (by default
-// at one token; up to 4 with <prefix>_FUSED_QUANT_MAX_M=4 and the last block summing the K split with
-// <prefix>_FAST_FIXUP=1) gives bit for bit the output of its quantizer, GEMM and reduction kernels, for BF16 / F16 /
-// F32, tensor and channel weight scales, bias or none, K split by the rule, in one slice or in three, a token of zeros
-// and a token with one large value; and its path names say which ran. Needs a GPU that runs the kernel.
+// at one token; up to 4 with <prefix>_FUSED_QUANT_MAX_M=4) gives bit for bit the output of its quantizer, GEMM and
+// reduction kernels, for BF16 / F16 / F32, tensor and channel weight scales, bias or none, K split by the rule, in one
+// slice or in three, a token of zeros and a token with one large value; and its path names say which ran. Needs a GPU
+// that runs the kernel.
 void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::string& env_prefix);
 
 }  // namespace qlm::testing

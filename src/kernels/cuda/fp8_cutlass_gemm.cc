@@ -20,13 +20,16 @@ const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
 // would leave most SMs idle, 64-token tiles up to 64 and above while their tiles fit well inside one wave. Above 128
 // tokens, 64 x 128 tiles in 2-CTA clusters, promoting every 16 k-steps, while their tiles fit in one wave (narrow
 // layers: 1.2-1.3x cuBLASLt at 256 tokens on N = 4096); otherwise cuBLASLt (every larger tile measured within 2 % of
-// it at best).
-std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count) {
+// it at best). INT8: cuBLASLt's INT8 GEMM took 1.1-2.2x the time of 128 x 128 tiles in 2-CTA clusters wherever the
+// FP8 rule leaves M to cuBLASLt (every Llama-3 8B / 70B layer at 256 and 1024 tokens, H100; docs/fp8-kernel-notes.md,
+// session 50), and 1.0-1.3x that of the FP8 rule's tiles from 17 to 64 tokens.
+std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count, bool int8) {
   using C = Fp8CutlassConfig;
   const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
   if (M <= 32 || (M <= 64 && 8 * tiles <= 3 * sm_count)) return Fp8CutlassChoice{C::kSwap128x32, 4};
   if (M <= 64 || 4 * tiles <= 3 * sm_count) return Fp8CutlassChoice{C::kSwap128x64, 4};
   if (M > 128 && (N + 63) / 64 * ((M + 127) / 128) <= sm_count) return Fp8CutlassChoice{C::kSwap64x128C12, 16};
+  if (int8) return Fp8CutlassChoice{C::kSwap128x128C12, 4};
   return std::nullopt;
 }
 

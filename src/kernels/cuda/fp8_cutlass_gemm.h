@@ -59,14 +59,15 @@ struct Fp8CutlassArgs {
 };
 
 // The configuration (and FP32 promotion interval, FP8 only) for M tokens (M > 16) on an N-row layer of a
-// compute-capability-9.0 GPU with sm_count SMs, or none: the caller's cuBLASLt GEMM runs. The rule of
-// docs/fp8-kernel-notes.md (H200 sweeps of scripts/bench_fp8_configs.sh), INT8 taking the FP8 tiles until its own
-// sweep says otherwise.
+// compute-capability-9.0 GPU with sm_count SMs, or none: the caller's cuBLASLt GEMM runs. The FP8 rule of
+// docs/fp8-kernel-notes.md (H200 sweeps of scripts/bench_fp8_configs.sh); INT8 (`int8`) takes the same tiles where
+// FP8 takes CUTLASS and swap128x128c12 where FP8 leaves M to cuBLASLt (H100, session 50: cuBLASLt's INT8 GEMM is
+// 1.1-2.2x slower there).
 struct Fp8CutlassChoice {
   Fp8CutlassConfig config;
   int promotion_interval;
 };
-std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count);
+std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count, bool int8 = false);
 
 // True when the CUTLASS kernels were compiled into this build.
 bool fp8_cutlass_available();

@@ -4,7 +4,7 @@
 //
 // Run-time rule: M <= max_m (16; QLM_FP8_FAST_MAX_M overrides it, read in prepare) runs our
 // weight-streaming tensor-core kernel (scaled_mm_fp8_fast_kernels.h): activation quantizer, then
-// one GEMM launch over an N x K-slice grid (its last block per column block sums the K split); at one token
+// one GEMM launch over an N x K-slice grid (and a reduction kernel when K is split); at one token
 // with per-token scales the GEMM quantizes the activations itself (one launch, the same codes). Larger M,
 // where the GEMM turns compute-bound, runs after our vectorised quantizer either a CUTLASS
 // TMA + wgmma GEMM with the scales and bias in its epilogue (sm_90 exactly, BF16/F16 output, when
@@ -61,8 +61,8 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
 
   void prepare(ScaledMMWeights w) override {
     w_ = upload_scaled_mm_weights(c_, w);
-    // The streaming GEMM (QLM_FP8_FAST_MAX_M, QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M,
-    // QLM_FP8_FAST_FIXUP: w8a8_stream_gemm.h).
+    // The streaming GEMM (QLM_FP8_FAST_MAX_M, QLM_FP8_FAST_SPLITS, QLM_FP8_FAST_PDL, QLM_FP8_FUSED_QUANT_MAX_M:
+    // w8a8_stream_gemm.h).
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/false, "QLM_FP8", kDefaultMaxM);
     pdl_ = stream_->pdl();
     // The quantizer is launched for programmatic dependent launch too (its launch overlaps the previous kernel's

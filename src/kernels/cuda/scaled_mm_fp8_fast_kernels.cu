@@ -412,25 +412,6 @@ __global__ void __launch_bounds__(kThreads) fp8_fast_gemm_kernel(Fp8FastGemmArgs
         }
       }
   }
-  if (a.splits <= 1 || a.counters == nullptr) return;
-  // The last of the column block's K slices to finish sums the slices' partials and applies the epilogue, as
-  // fp8_fast_reduce_kernel would (the same order of additions and operations, so the same bits): no second launch.
-  __shared__ bool last;
-  __threadfence();  // this block's partial sums visible to the block that counts in last
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(a.counters + blockIdx.x, 1u) == static_cast<unsigned>(a.splits - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int64_t nb = int64_t{blockIdx.x} * kFp8FastRowsPerBlock;
-  for (int e = threadIdx.x; e < a.M * kFp8FastRowsPerBlock; e += kThreads) {
-    const int64_t m = e / kFp8FastRowsPerBlock, n = nb + e % kFp8FastRowsPerBlock;
-    if (n >= N) continue;
-    float sum = __ldcg(a.partial + m * N + n);
-    for (int p = 1; p < a.splits; ++p) sum += __ldcg(a.partial + (p * a.M + m) * N + n);
-    store_scaled<T>(a, m * N + n, n, sum, token_scale_of(m));
-  }
-  if (threadIdx.x == 0) a.counters[blockIdx.x] = 0u;  // ready for the next call
 }
 
 // y[m, n] = (sum over splits of partial) * s_x[m] * s_w[n] (+ bias): 4 columns per thread.
@@ -466,7 +447,7 @@ cudaError_t launch_mt(Fp8FastGemmArgs a, cudaStream_t stream) {
   cudaError_t e =
       launch_pdl_if(a.pdl, fp8_fast_gemm_kernel<MT, T, kQuant, kInt8>, grid, dim3(kThreads), smem, stream, a, kc);
   if (e != cudaSuccess) return e;
-  if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1 || a.counters != nullptr) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess || a.splits <= 1) return e;
   if (kQuant) a.sx = a.sx_out;  // block (0, 0) wrote them; the reduction waits for the whole GEMM
   const int64_t quads = a.M * a.N / 4;
   const int64_t want = (quads + 255) / 256;

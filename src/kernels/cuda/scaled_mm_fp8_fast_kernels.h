@@ -14,8 +14,9 @@
 // loads, one 256-column step ahead). Because the dot product does not care in which order k is
 // summed, each lane feeds the MMA the bytes it loaded contiguously (weights and activations use
 // the same k permutation). With one K slice the epilogue (s_x[m] * s_w[n] * acc + bias, rounded
-// to the output type) is fused; with several, the slices write F32 partials and the last slice of each column
-// block to finish (counters) or else fp8_fast_reduce sums them and applies the epilogue. With INT8 codes the MMA is
+// to the output type) is fused; with several, the slices write F32 partials and fp8_fast_reduce sums them and
+// applies the epilogue (summing them in the last slice of each column block to finish instead measured slower at 4-16
+// tokens and even at one: docs/fp8-kernel-notes.md, session 50). With INT8 codes the MMA is
 // m16n8k32 s8 -> s32 (the same fragment layout), the sums exact int32 until the epilogue converts them. Plain
 // declarations (C++17, no qlm headers): included by .cu and .cc files alike.
 #pragma once
@@ -54,9 +55,6 @@ struct Fp8FastGemmArgs {
   // reduction, and for callers that want them).
   const void* x = nullptr;
   float* sx_out = nullptr;
-  // With splits > 1: one zeroed counter per 128-row column block (ceil(N / 128)). The last K slice of each column
-  // block to finish sums the partials and applies the epilogue, and resets its counter; null: a reduction kernel.
-  unsigned* counters = nullptr;
 };
 // Tokens up to which the GEMM may quantize its activations itself: every block reads each token's whole row (from
 // L2) for the absmax, so this stays small.

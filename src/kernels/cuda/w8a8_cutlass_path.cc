@@ -53,7 +53,7 @@ W8A8CutlassPath::W8A8CutlassPath(const ScaledMMConfig& c, bool int8, const std::
 std::optional<cuda::Fp8CutlassChoice> W8A8CutlassPath::choice(int64_t M) const {
   if (!enabled_) return std::nullopt;
   if (forced_config_) return cuda::Fp8CutlassChoice{*forced_config_, kForcedPromotionInterval};
-  return cuda::fp8_cutlass_config_for(M, c_.N_p, cuda::context(c_.device.index).sm_count);
+  return cuda::fp8_cutlass_config_for(M, c_.N_p, cuda::context(c_.device.index).sm_count, int8_);
 }
 
 std::optional<std::string> W8A8CutlassPath::path(int64_t M) const {

@@ -34,10 +34,6 @@ W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::st
   if (const char* env = std::getenv((env_prefix + "_FUSED_QUANT_MAX_M").c_str()))
     fused_quant_max_m_ = per_token ? std::clamp<int64_t>(std::atoll(env), 0, cuda::kFp8FastFusedQuantMaxTokens) : 0;
   if (fused_quant_max_m_ > 0) scales_out_ = Tensor::empty({cuda::kFp8FastFusedQuantMaxTokens}, DType::F32, c_.device);
-  // Off by default until measured on a GPU (written in session 49, when no device time was left to run it).
-  if (env_int((env_prefix + "_FAST_FIXUP").c_str(), 0) == 1)
-    counters_ =
-        Tensor::zeros({(c_.N_p + cuda::kFp8FastRowsPerBlock - 1) / cuda::kFp8FastRowsPerBlock}, DType::U32, c_.device);
   for (int i = 0; i < 4; ++i) {
     int blocks = 0;
     QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, int8_, &blocks));
@@ -47,7 +43,7 @@ W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::st
 
 // Split count for `M` tokens by a small cost model: weight streaming at full bandwidth only when every
 // resident-block slot has work (whole waves), a start-up latency per wave, plus the F32 partials' round trip and
-// the reduction when K is split (a second launch, or, with the fix-up, the last block's serial tail).
+// the reduction launch when K is split.
 std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
   const int tile = cuda::fp8_fast_tile_tokens(M);
   const int occ = occupancy_[tile == 8 ? 0 : tile == 16 ? 1 : tile == 32 ? 2 : 3];
@@ -59,8 +55,6 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
   }
   const double slots = static_cast<double>(std::max(1, sm_count) * occ);
   const double weight_s = static_cast<double>(c_.N_p) * static_cast<double>(c_.K_p) / 4.0e12;
-  // A reduction kernel's launch and drain, or the fix-up's wait for the last slice (a guess until measured).
-  const double reduce_s = counters_.defined() ? 1.0e-6 : 2.0e-6;
   int best = 1;
   int64_t best_slice = steps;
   double best_t = 1e30;
@@ -72,7 +66,7 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
     const double waves = std::ceil(blocks / slots);
     const double eff = blocks / (waves * slots) * (static_cast<double>(steps) / static_cast<double>(splits * per));
     double t = weight_s / eff + waves * 1.0e-6;  // + a block's start-up latency per wave
-    if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + reduce_s;
+    if (splits > 1) t += 2.0 * static_cast<double>(M * c_.N_p * 4 * splits) / 3.0e12 + 2.0e-6;
     if (t < best_t * 0.98) {
       best_t = t;
       best = static_cast<int>(splits);
@@ -134,8 +128,6 @@ void W8A8StreamGemm::launch(const CudaScaledMMWeights& w, const Tensor* codes, c
       if (!partial.defined() || partial.numel() < splits * mc * N)
         partial = Tensor::empty({splits * mc * N}, DType::F32, c_.device);
       a.partial = partial.data<float>();
-      Tensor counters = counters_;  // a handle on the same storage, which the GEMM's last blocks count on
-      if (counters.defined()) a.counters = counters.data<uint32_t>();
     }
     QLM_CUDA_CHECK(cuda::launch_fp8_fast_gemm(a, ctx.stream));
   }

@@ -6,9 +6,8 @@
 // Tuning switches, read at construction, named after `env_prefix` ("QLM_FP8", "QLM_INT8"): <prefix>_FAST_MAX_M=n sets
 // the tokens up to which the streaming GEMM serves a call (the kernel's default above; larger M is the caller's other
 // path), <prefix>_FAST_SPLITS=n forces the K split, <prefix>_FAST_PDL=0 launches without programmatic dependent launch,
-// <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4), <prefix>_FAST_FIXUP=1
-// sums split-K partials in the last block of each column block instead of a reduction kernel (off by default: not
-// yet measured). Only for QLM_WITH_CUDA.
+// <prefix>_FUSED_QUANT_MAX_M=n sets the bound of the in-GEMM quantization (0: never; at most 4). Only for
+// QLM_WITH_CUDA.
 #pragma once
 
 #include <cstdint>
@@ -60,9 +59,6 @@ class W8A8StreamGemm {
   // floats, allocated at load where the GEMM quantizes at all. Calls on one stream are ordered, so one buffer serves.
   Tensor scales_out_;
   int occupancy_[4] = {1, 1, 1, 1};  // resident blocks per SM of the 8/16/32/64-token instances
-  // Split-K counters, one per 128-row column block, zeroed here at load (a zeroing inside a captured CUDA graph
-  // would become a memset node replayed before every call); defined only with <prefix>_FAST_FIXUP=1.
-  Tensor counters_;
 };
 
 }  // namespace qlm
