@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The peers of the GPU side-by-side benchmark (scripts/bench_gpu.sh), measured in the same run as
 qlm: cuBLAS bf16 through torch.matmul, torch's int4 kernel (torch._weight_int4pack_mm, group 128)
-and torch._scaled_mm fp8 (per-token x per-channel scales; once on pre-quantized activations and
-once including a torch activation quantization), plus the device-to-device copy bandwidth that
-gives the floors. Same method as `qlm bench-linear --device cuda` (default --timing graph): weights rotated
+torch._scaled_mm fp8 (per-token x per-channel scales; once on pre-quantized activations and
+once including a torch activation quantization) and torch._int_mm INT8 (pre-quantized per-token activations, the
+int32 product scaled per token x per channel to bf16 in torch, as a torch user writes it; only M > 16, which
+torch._int_mm requires on CUDA), plus the device-to-device copy bandwidth that gives the floors. Same method as `qlm bench-linear --device cuda` (default --timing graph): weights rotated
 through copies totalling >= 512 MiB (far beyond the 60 MB L2), every copy called once inside one
 CUDA graph, the graph replayed between two CUDA events, median of 10 replays' mean per call.
 Writes one JSON object per line to --out."""
@@ -128,6 +129,24 @@ def bench_fp8(k, n, ms, with_quant):
     return w_bytes, out
 
 
+def bench_int8(k, n, ms):
+    w_bytes = k * n + n * 4
+    ws = [torch.randint(-128, 128, (n, k), device="cuda", dtype=torch.int8) for _ in range(copies_for(w_bytes))]
+    sw = torch.rand(1, n, device="cuda", dtype=torch.float32) * 1e-3
+    out = {}
+    for m in ms:
+        if m <= 16:  # torch._int_mm refuses M <= 16 on CUDA
+            continue
+        xq = torch.randint(-128, 128, (m, k), device="cuda", dtype=torch.int8)
+        sx = torch.rand(m, 1, device="cuda", dtype=torch.float32) * 1e-2
+
+        def call(w):
+            return (torch._int_mm(xq, w.t()).float() * sx * sw).to(torch.bfloat16)
+
+        out[m] = time_batches([lambda w=w: call(w) for w in ws])
+    return w_bytes, out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -146,7 +165,8 @@ def main():
               "torch": torch.__version__, "copy_gbps": copy_bandwidth()})
         peers = [("torch_bf16", bench_bf16), ("torch_int4", bench_int4),
                  ("torch_scaled_mm_fp8", lambda k, n, ms: bench_fp8(k, n, ms, False)),
-                 ("torch_scaled_mm_fp8_with_quant", lambda k, n, ms: bench_fp8(k, n, ms, True))]
+                 ("torch_scaled_mm_fp8_with_quant", lambda k, n, ms: bench_fp8(k, n, ms, True)),
+                 ("torch_int_mm_int8", bench_int8)]
         if args.peers:
             peers = [p for p in peers if p[0] in args.peers.split(",")]
         for model, layers in SHAPES.items():

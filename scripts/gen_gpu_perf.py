@@ -2,13 +2,17 @@
 """GPU linear-layer table of docs/performance.md from one run of scripts/bench_gpu.sh.
 
 Usage: python3 scripts/gen_gpu_perf.py torch.jsonl qlm.jsonl [--decode decode.jsonl]
-           [--fp8-rerun QLM_FP8.jsonl TORCH_FP8.jsonl] [--qlm-rerun QLM.jsonl] [docs/performance.md] [--stdout]
+           [--fp8-rerun QLM_FP8.jsonl TORCH_FP8.jsonl] [--qlm-rerun QLM.jsonl] [--peer-rerun TORCH.jsonl]
+           [docs/performance.md] [--stdout]
 Replaces the text between <!-- gpu-linear:begin --> and <!-- gpu-linear:end -->. Standard library only.
 --fp8-rerun: the fp8 records (qlm's fp8 format, torch's fp8 peers) come from a later run of only those
 (`qlm bench-linear --format fp8` per shape; `scripts/bench_gpu_torch.py --peers torch_scaled_mm_fp8,...`).
 --qlm-rerun: qlm's records of every format in QLM.jsonl (e.g. `FORMATS=gptq TORCH=0 scripts/bench_gpu.sh`)
 replace those of the main run; the peers stay from the main run. May be given several times (a gptq rerun, then an
 int8 one), each replacing the formats it holds.
+--peer-rerun: the peers' records in TORCH.jsonl (e.g. `scripts/bench_gpu_torch.py --peers torch_int_mm_int8`) replace
+those of the same peers in the main run (the device record and the other peers stay). May be given several times.
+The torch INT8 columns (torch._int_mm + scales) appear when the peers' records hold them.
 Floors: bytes that must move (weights + bf16 activations in and out) / the measured device-to-device
 copy bandwidth (bytes read + written per second)."""
 import json
@@ -160,12 +164,14 @@ def render(torch_recs, qlm_recs, decode_recs=(), fp8_note=""):
     lines.append("")
     lines.append("Kernels: " + "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in sorted(kernels.items())))
     lines.append("")
+    int8_peer = any(key[0] == "torch_int_mm_int8" for key in peer)
     for model in ("llama3-8b", "llama3-70b"):
         lines += [f"### {model}", "",
                   "| layer | K x N | M | cuBLAS bf16 µs | qlm bf16 µs | qlm/cuBLAS | int4 floor µs | torch int4 µs | "
                   "qlm int4 µs | qlm int4 % of floor | qlm int4 speedup vs cuBLAS | torch fp8 µs | torch fp8+quant µs | "
-                  "qlm fp8 µs | qlm fp8 vs torch fp8 | qlm int8 µs |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "qlm fp8 µs | qlm fp8 vs torch fp8 | qlm int8 µs |" +
+                  (" torch int8 µs | qlm int8 vs torch int8 |" if int8_peer else ""),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if int8_peer else "")]
         for (k, n), (mdl, layer) in LAYERS.items():
             if mdl != model:
                 continue
@@ -179,14 +185,21 @@ def render(torch_recs, qlm_recs, decode_recs=(), fp8_note=""):
                 qf8 = ours.get(("fp8", k, n, m))
                 pct = "—" if f4 is None or q4 is None else f"{100 * f4 / q4:.0f} %"
                 t4 = peer.get(("torch_int4", k, n, m))
-                lines.append(f"| {layer} | {k} x {n} | {m} | {fmt_us(cub)} | {fmt_us(qb)} | {ratio(cub, qb)} | "
-                             f"{fmt_us(f4)} | {fmt_us(t4)} | {fmt_us(q4)} | {pct} | {ratio(cub, q4)} | {fmt_us(tf8)} | "
-                             f"{fmt_us(tf8q)} | {fmt_us(qf8)} | {ratio(tf8, qf8)} | {fmt_us(ours.get(('int8', k, n, m)))} |")
+                q8 = ours.get(("int8", k, n, m))
+                row = (f"| {layer} | {k} x {n} | {m} | {fmt_us(cub)} | {fmt_us(qb)} | {ratio(cub, qb)} | "
+                       f"{fmt_us(f4)} | {fmt_us(t4)} | {fmt_us(q4)} | {pct} | {ratio(cub, q4)} | {fmt_us(tf8)} | "
+                       f"{fmt_us(tf8q)} | {fmt_us(qf8)} | {ratio(tf8, qf8)} | {fmt_us(q8)} |")
+                if int8_peer:
+                    t8 = peer.get(("torch_int_mm_int8", k, n, m))
+                    row += f" {fmt_us(t8)} | {ratio(t8, q8)} |"
+                lines.append(row)
         lines.append("")
     if peer_err:
         lines.append("Peers that failed: " + "; ".join(f"{i} {k}x{n}: {e}" for (i, k, n), e in sorted(peer_err.items())))
         lines.append("")
-    lines.append("Ratios: `qlm/cuBLAS` and `vs torch fp8` are peer time / qlm time (above 1 = qlm faster).")
+    lines.append("Ratios: `qlm/cuBLAS`, `vs torch fp8` and `vs torch int8` are peer time / qlm time (above 1 = qlm "
+                 "faster)." if int8_peer else
+                 "Ratios: `qlm/cuBLAS` and `vs torch fp8` are peer time / qlm time (above 1 = qlm faster).")
     events = sorted({f"{r['format']} {r['k']}x{r['n']}" for r in qlm_recs if r.get("timing") == "events"})
     if events:
         lines.append(f"Timed with events (graph capture failed): {', '.join(events)}.")
@@ -217,6 +230,11 @@ def main():
         i = argv.index("--qlm-rerun")
         qlm_reruns.append(argv[i + 1])
         del argv[i:i + 2]
+    peer_reruns = []
+    while "--peer-rerun" in argv:
+        i = argv.index("--peer-rerun")
+        peer_reruns.append(argv[i + 1])
+        del argv[i:i + 2]
     args = [a for a in argv if a != "--stdout"]
     if len(args) < 2:
         print(__doc__)
@@ -236,6 +254,12 @@ def main():
         note += (f" **qlm's {', '.join(sorted(formats))} rows come from a later run** (`{qlm_rerun}`, same "
                  f"`qlm bench-linear` command and timing) made after those kernels changed; the peer columns "
                  f"are from the main run.")
+    for peer_rerun in peer_reruns:
+        later = [r for r in load(peer_rerun) if r.get("kind") == "peer"]
+        impls = {r["impl"] for r in later}
+        torch_recs = [r for r in torch_recs if r.get("kind") != "peer" or r["impl"] not in impls] + later
+        note += (f" **The {', '.join(sorted(impls))} peer rows come from a later run** (`{peer_rerun}`, the same "
+                 f"`scripts/bench_gpu_torch.py` and timing).")
     text = render(torch_recs, qlm_recs, decode, note)
     if "--stdout" in sys.argv:
         print(text)
