@@ -159,6 +159,9 @@ def render(torch_recs, qlm_recs, decode_recs=(), fp8_note=""):
                  "qlm fp8 and int8 include the dynamic per-token activation quantization; `torch fp8` is "
                  "`torch._scaled_mm` on pre-quantized activations, `+quant` adds a torch per-token quantization."
                  if bw else "No device record in the torch results.")
+    if any(key[0] == "torch_int_mm_int8" for key in peer):
+        lines[-1] += (" `torch int8` is `torch._int_mm` on pre-quantized INT8 activations, its int32 product scaled per "
+                      "token x per channel to bf16 in torch (M > 16 only: torch._int_mm's bound on CUDA).")
     if fp8_note:
         lines[-1] += " " + fp8_note
     lines.append("")
