@@ -11,6 +11,7 @@
 
 #include "cuda/device.h"
 #include "kernels/dense_linear.h"
+#include "support/scoped_env.h"
 #include "tests/support/cuda_test_util.h"
 #ifdef QLM_WITH_CUDA
 #include "cuda/graph.h"
@@ -26,28 +27,7 @@ using testing::random_floats;
 
 #ifdef QLM_WITH_CUDA
 
-// Sets an environment variable for one scope and restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::ScopedEnv;
 
 TEST(LtAutotune, FastestCandidateSkipsRefusedOnes) {
   constexpr double inf = std::numeric_limits<double>::infinity();

@@ -10,6 +10,7 @@
 
 #include "cuda/device.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 #ifdef QLM_WITH_CUDA
 #include "kernels/cuda/fp8_cutlass_gemm.h"
@@ -34,24 +35,19 @@ ScaledMMConfig layer(int capability) {
   return c;
 }
 
-// Sets `name` = `value` for the scope.
-struct ScopedSetting {
-  ScopedSetting(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedSetting() { unsetenv(name_); }
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 TEST(W8A8CutlassPath, ForcedConfigurationNamesItself) {
   if (!cuda::fp8_cutlass_available()) GTEST_SKIP() << "CUTLASS sm_90a kernels not compiled in";
   {
-    ScopedSetting s("QLM_INT8_CUTLASS_CONFIG", "swap128x64");
+    ScopedEnv s("QLM_INT8_CUTLASS_CONFIG", "swap128x64");
     const W8A8CutlassPath int8(layer(90), /*int8=*/true, "QLM_INT8", Tensor(), false);
     EXPECT_EQ(int8.path(17), std::optional<std::string>("cutlass swap128x64"));
     EXPECT_EQ(int8.path(1024), std::optional<std::string>("cutlass swap128x64"));
   }
   {
-    ScopedSetting s("QLM_FP8_CUTLASS_CONFIG", "swap64x128c12");
-    ScopedSetting p("QLM_FP8_PROMOTION", "8");
+    ScopedEnv s("QLM_FP8_CUTLASS_CONFIG", "swap64x128c12");
+    ScopedEnv p("QLM_FP8_PROMOTION", "8");
     ScaledMMConfig c = layer(90);
     c.weight_type = W8Type::Fp8E4M3;
     const W8A8CutlassPath fp8(c, /*int8=*/false, "QLM_FP8", Tensor(), false);
@@ -62,12 +58,12 @@ TEST(W8A8CutlassPath, ForcedConfigurationNamesItself) {
 TEST(W8A8CutlassPath, OffAndOtherDevicesLeaveEveryTokenCountToTheCaller) {
   if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
   {
-    ScopedSetting s("QLM_INT8_CUTLASS_CONFIG", "off");
+    ScopedEnv s("QLM_INT8_CUTLASS_CONFIG", "off");
     const W8A8CutlassPath off(layer(90), /*int8=*/true, "QLM_INT8", Tensor(), false);
     for (int64_t M : {17, 64, 256, 1024}) EXPECT_FALSE(off.path(M).has_value()) << M;
   }
   // sm_90a code runs on compute capability 9.0 only; F32 output has no CUTLASS instance.
-  ScopedSetting s("QLM_INT8_CUTLASS_CONFIG", "swap128x32");
+  ScopedEnv s("QLM_INT8_CUTLASS_CONFIG", "swap128x32");
   const W8A8CutlassPath ampere(layer(80), /*int8=*/true, "QLM_INT8", Tensor(), false);
   const W8A8CutlassPath blackwell(layer(100), /*int8=*/true, "QLM_INT8", Tensor(), false);
   ScaledMMConfig f32 = layer(90);
@@ -104,13 +100,13 @@ TEST(W8A8CutlassPath, Int8TakesCutlassWhereFp8LeavesTokensToCublasLt) {
 TEST(W8A8CutlassPath, BadSwitchesAreRefusedWithWhatWouldWork) {
   if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
   {
-    ScopedSetting s("QLM_INT8_CUTLASS_CONFIG", "swap256x256");
+    ScopedEnv s("QLM_INT8_CUTLASS_CONFIG", "swap256x256");
     EXPECT_QLM_ERROR(W8A8CutlassPath(layer(90), true, "QLM_INT8", Tensor(), false), "kernel.config",
                      "QLM_INT8_CUTLASS_CONFIG=swap256x256 names no CUTLASS configuration");
     EXPECT_QLM_ERROR(W8A8CutlassPath(layer(90), true, "QLM_INT8", Tensor(), false), "kernel.config",
                      "off, swap128x32, swap128x64, swap64x128c12, swap128x128c12");
   }
-  ScopedSetting p("QLM_FP8_PROMOTION", "6");
+  ScopedEnv p("QLM_FP8_PROMOTION", "6");
   ScaledMMConfig c = layer(90);
   c.weight_type = W8Type::Fp8E4M3;
   EXPECT_QLM_ERROR(W8A8CutlassPath(c, false, "QLM_FP8", Tensor(), false), "kernel.config",
