@@ -178,7 +178,7 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   unsetenv("QLM_FP8_PROMOTION");
 }
 
-// The GEMM quantizing its own activations (and summing the K split in its last blocks): bit for bit the output of
+// The GEMM quantizing its own activations: bit for bit the output of
 // its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";

@@ -120,7 +120,7 @@ TEST(CudaScaledMMInt8FastLarge, LongReductions) {
   check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 2, 17});
 }
 
-// The GEMM quantizing its own activations (and summing the K split in its last blocks): bit for bit the output of
+// The GEMM quantizing its own activations: bit for bit the output of
 // its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";

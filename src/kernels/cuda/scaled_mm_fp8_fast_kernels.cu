@@ -222,8 +222,8 @@ __device__ __forceinline__ void store_out(void* y, int64_t i, float v) {
   store_float(static_cast<T*>(y), i, v);
 }
 
-// y[m, n] = sum * (s_x * s_w[n]) (+ bias[n]) in the output type: the one epilogue of every path (one K slice, the
-// last block of a split, the reduction kernel), so they all give the same bits.
+// y[m, n] = sum * (s_x * s_w[n]) (+ bias[n]) in the output type: the one epilogue of both paths (one K slice, the
+// reduction kernel of a split), so they give the same bits.
 template <typename T>
 __device__ __forceinline__ void store_scaled(const Fp8FastGemmArgs& a, int64_t i, int64_t n, float sum, float sx) {
   float v = sum * (sx * a.sw[n * a.sw_stride]);

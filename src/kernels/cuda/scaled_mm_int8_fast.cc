@@ -9,7 +9,7 @@
 // compiled in; FP8's tiles where FP8 takes CUTLASS, 128 x 128 tiles in 2-CTA clusters where FP8 leaves M to
 // cuBLASLt, or QLM_INT8_CUTLASS_CONFIG=<name>|off: w8a8_cutlass_path.h), else (other GPUs, F32) cuBLASLt's INT8 GEMM
 // and our epilogue on the same weight copy (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). On an H100 the CUTLASS
-// path took 0.47-1.01x cuBLASLt's time from 17 to 1024 tokens on the Llama-3 8B / 70B layers, 0.47-0.84x at 256 and
+// path took 0.47-1.01x cuBLASLt's time from 17 to 1024 tokens on the Llama-3 8B / 70B layers, 0.47-0.90x at 256 and
 // 1024 (docs/fp8-kernel-notes.md, session 50). Why the streaming kernel: on an H100 it took 10.9-165 µs at one
 // token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM took 17.4-216 (1.3-2.3x), and was ahead or even up
 // to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a multiple of 256, N_p of 16; asymmetric
@@ -62,7 +62,7 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     // QLM_INT8_FAST_MAX_M, QLM_INT8_FAST_SPLITS, QLM_INT8_FAST_PDL, ...: w8a8_stream_gemm.h.
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8", kDefaultMaxM);
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
-    row_scales_ = weight_row_scales(c_, w, w_);
+    if (W8A8CutlassPath::runs_on(c_)) row_scales_ = weight_row_scales(c_, w, w_);
     cutlass_ = std::make_unique<W8A8CutlassPath>(c_, /*int8=*/true, "QLM_INT8", row_scales_, stream_->pdl());
   }
 
@@ -83,16 +83,17 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     return cutlass_->path(M).value_or("cublaslt");
   }
 
-  // The weights, plus the per-tensor weight scale repeated per row for the CUTLASS epilogue.
+  // The weights, plus the per-tensor weight scale repeated per row for the CUTLASS epilogue (where it runs).
   size_t weight_bytes() const override {
-    return w_.bytes() + (c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
+    return w_.bytes() +
+           (row_scales_.defined() && c_.weight_scale == WeightScaleKind::Tensor ? row_scales_.nbytes() : 0);
   }
 
  private:
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
-  Tensor row_scales_;                       // F32 [N_p] weight scales, one per row (weight_row_scales)
+  Tensor row_scales_;  // F32 [N_p] weight scales, one per row (weight_row_scales), where CUTLASS runs
   std::unique_ptr<W8A8CutlassPath> cutlass_;  // larger M on sm_90, where its rule takes M
   std::unique_ptr<Int8LtGemm> lt_;            // larger M otherwise
 };

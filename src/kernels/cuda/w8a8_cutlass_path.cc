@@ -22,9 +22,7 @@ constexpr int kForcedPromotionInterval = 4;
 
 W8A8CutlassPath::W8A8CutlassPath(const ScaledMMConfig& c, bool int8, const std::string& env_prefix, Tensor row_scales,
                                  bool pdl)
-    : c_(c), int8_(int8), pdl_(pdl), row_scales_(std::move(row_scales)) {
-  // CUTLASS's kernels are built for sm_90a, which runs on compute capability 9.0 only.
-  enabled_ = cuda::fp8_cutlass_available() && c_.capability == 90 && c_.act_dtype != DType::F32;
+    : c_(c), int8_(int8), enabled_(runs_on(c)), pdl_(pdl), row_scales_(std::move(row_scales)) {
   const std::string config_switch = env_prefix + "_CUTLASS_CONFIG";
   if (const char* env = std::getenv(config_switch.c_str())) {
     const std::string want(env);
@@ -48,6 +46,10 @@ W8A8CutlassPath::W8A8CutlassPath(const ScaledMMConfig& c, bool int8, const std::
            "QLM_FP8_PROMOTION={} is not a positive multiple of 4", env);
     forced_promotion_ = n;
   }
+}
+
+bool W8A8CutlassPath::runs_on(const ScaledMMConfig& c) {
+  return cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32;
 }
 
 std::optional<cuda::Fp8CutlassChoice> W8A8CutlassPath::choice(int64_t M) const {

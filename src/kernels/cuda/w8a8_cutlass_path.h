@@ -24,7 +24,12 @@ class W8A8CutlassPath {
  public:
   // row_scales: F32 [N_p] weight scales, one per output row (weight_row_scales); kept as a handle on the same storage.
   // pdl: launch for programmatic dependent launch (its set-up overlaps the quantizer's tail).
+  // row_scales may be left undefined where runs_on(c) is false (the path never runs there).
   W8A8CutlassPath(const ScaledMMConfig& c, bool int8, const std::string& env_prefix, Tensor row_scales, bool pdl);
+
+  // Whether the CUTLASS GEMM can run layer `c` at all: compiled in, compute capability exactly 9.0 (sm_90a code runs
+  // nowhere else), BF16 / F16 output.
+  static bool runs_on(const ScaledMMConfig& c);
 
   // "cutlass <config>" (FP8: "cutlass <config> p<interval>") where this path takes M tokens, else nullopt.
   std::optional<std::string> path(int64_t M) const;

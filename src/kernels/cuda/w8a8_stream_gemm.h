@@ -45,7 +45,7 @@ class W8A8StreamGemm {
 
  private:
   std::pair<int, int64_t> plan(int64_t M, int sm_count) const;  // (splits, K slice)
-  // x_fused: quantized in the GEMM, its scales written to scales_out_; else `codes` and `scales` from a quantizer.
+  // x_fused: quantized in the GEMM, its scales written to `scales`; else `codes` and `scales` from a quantizer.
   void launch(const CudaScaledMMWeights& w, const Tensor* codes, const Tensor* x_fused, const Tensor& scales, int64_t M,
               Tensor& y, const Tensor* bias) const;
 

@@ -62,7 +62,7 @@ struct Swap64x128C12 {
 // 128 weight rows x 128 tokens x 128 k, cooperative, clusters of 2 CTAs along the tokens sharing each weight tile:
 // torch's own FP8 choice beyond one wave of 64 x 128 tiles. FP8: not chosen by the rule (measured within 2 % of
 // cuBLASLt either way; forced by QLM_FP8_CUTLASS_CONFIG=swap128x128c12 for that comparison, docs/fp8-kernel-notes.md).
-// INT8: chosen wherever FP8's rule leaves M to cuBLASLt, whose INT8 GEMM took 1.2-2.2x its time there (session 50).
+// INT8: chosen wherever FP8's rule leaves M to cuBLASLt, whose INT8 GEMM took 1.1-2.2x its time there (session 50).
 struct Swap128x128C12 {
   using Tile = Shape<_128, _128, _128>;
   using Cluster = Shape<_1, _2, _1>;
