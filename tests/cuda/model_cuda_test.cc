@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/synthetic_checkpoint.h"
 #include "cuda/device.h"
+#include "kernels/cuda/wna16_fast_paths.h"
 #include "models/model_fixtures.h"
 #include "parallel/nccl_comm.h"
 #include "runtime/generation.h"
@@ -27,6 +29,8 @@
 #include "runtime/sampling.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
+#include "support/temp_dir.h"
 
 namespace qlm {
 namespace {
@@ -317,6 +321,51 @@ TEST(CudaModelTest, DeviceGreedyDecodeOverSegments) {
   EXPECT_EQ(*steps, 600);
   EXPECT_EQ(got, want);
   EXPECT_EQ(dev->cache_length(), 609);
+}
+
+// The nodes of a decode graph's status, "graph (N nodes: ...)" -> N (-1 if it is not a graph).
+int64_t graph_nodes(const std::string& status) {
+  if (!status.starts_with("graph (")) return -1;
+  return std::atoll(status.c_str() + 7);
+}
+
+// The residual add and RMSNorm after o_proj and down_proj run as the W4A16 stream kernel's tail (QLM_NORM_IN_GEMM,
+// on by default) give the logits of the separate norm kernels bit for bit: a prefill of 9 tokens (two m-tiles), one
+// of 40 (past the stream kernel: no tail, the norms apart) and graph decode steps, whose graph has two norm kernels
+// per layer fewer. A small Llama-shaped int4 checkpoint with the stream kernel forced on every layer.
+TEST(CudaModelTest, NormInGemmMatchesSeparateNorms) {
+  SKIP_WITHOUT_GPU();
+  if (cuda_devices()[0].capability < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
+  testing::TempDir dir;
+  const bench::SyntheticShape shape{
+      .hidden = 1024, .intermediate = 2816, .layers = 3, .heads = 8, .kv_heads = 2, .vocab = 512, .group = 128};
+  bench::write_synthetic_checkpoint(dir.path(), shape);
+  set_wna16_fast_path(Wna16FastPath::Stream);
+  std::unique_ptr<runtime::Model> apart, tail;
+  {
+    testing::ScopedEnv off("QLM_NORM_IN_GEMM", "0");
+    apart = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
+  }
+  {
+    testing::ScopedEnv on("QLM_NORM_IN_GEMM", nullptr);
+    tail = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
+  }
+  const std::vector<int32_t> tokens = random_tokens(40, shape.vocab, 77);
+  const std::span<const int32_t> all(tokens);
+  EXPECT_EQ(testing::normwise_relative_error(tail->forward(all), apart->forward(all)), 0.0) << "40-token prefill";
+  tail->reset();
+  apart->reset();
+  EXPECT_EQ(testing::normwise_relative_error(tail->forward(all.first(9)), apart->forward(all.first(9))), 0.0)
+      << "9-token prefill";
+  const std::span<const int32_t> steps = all.subspan(9, 8);
+  EXPECT_EQ(testing::normwise_relative_error(step_logits(*tail, steps), step_logits(*apart, steps)), 0.0)
+      << "decode steps";
+  const int64_t nodes_tail = graph_nodes(tail->decode_graph_status()),
+                nodes_apart = graph_nodes(apart->decode_graph_status());
+  EXPECT_GT(nodes_apart, 0) << apart->decode_graph_status();
+  EXPECT_EQ(nodes_tail, nodes_apart - 2 * shape.layers)
+      << tail->decode_graph_status() << " vs " << apart->decode_graph_status();
+  set_wna16_fast_path(Wna16FastPath::Auto);
 }
 
 // Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;
