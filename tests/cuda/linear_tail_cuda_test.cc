@@ -8,13 +8,17 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/device.h"
 #include "cuda/graph.h"
 #include "kernels/cuda/wna16_fast_paths.h"
 #include "kernels/mp_linear.h"
+#include "kernels/scaled_mm.h"
 #include "runtime/ops/cuda/device_ops.h"
+#include "support/scaled_mm_test_data.h"
+#include "support/scoped_env.h"
 #include "tests/kernels/wna16_random.h"
 #include "tests/support/cuda_test_util.h"
 
@@ -64,11 +68,17 @@ class CudaLinearTailTest : public ::testing::Test {
   int capability_ = 0;
 };
 
-// One call of `kernel` on M rows both ways, from the same inputs: run() + add_rms_norm against run_with_tail().
-void expect_tail_equals_separate(const MPLinearKernel& kernel, const Wna16Spec& s, DType act, int64_t M, bool with_bias,
+// The shape of a layer for the tail tests.
+struct LayerShape {
+  int64_t K = 0, N = 0;
+};
+
+// One call of `kernel` (an MPLinearKernel or a ScaledMMKernel) on M rows both ways, from the same inputs: run() +
+// add_rms_norm against run_with_tail().
+template <typename Kernel>
+void expect_tail_equals_separate(const Kernel& kernel, LayerShape s, DType act, int64_t M, bool with_bias,
                                  uint32_t seed) {
-  SCOPED_TRACE(
-      fmt::format("{} act={} M={}{}", testing::wna16_spec_str(s), dtype_name(act), M, with_bias ? " bias" : ""));
+  SCOPED_TRACE(fmt::format("K={} N={} act={} M={}{}", s.K, s.N, dtype_name(act), M, with_bias ? " bias" : ""));
   const Tensor x = upload(random_floats(M * s.K, seed, 1.0f), {M, s.K}, act);
   const std::vector<float> residual = random_floats(M * s.N, seed + 1, 4.0f);
   const Tensor weight = upload(random_floats(s.N, seed + 2, 1.5f), {s.N});
@@ -113,9 +123,10 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailIsAddRmsNormBitForBit) {
   uint32_t seed = 1;
   for (const auto& s : specs)
     for (const DType act : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(testing::wna16_spec_str(s));
       const auto kernel = wna16_kernel(s, act);
       for (const int64_t M : {1, 3, 8, 9, 16, 17, 32}) {
-        expect_tail_equals_separate(*kernel, s, act, M, M % 2 == 1, seed);
+        expect_tail_equals_separate(*kernel, {s.K, s.N}, act, M, M % 2 == 1, seed);
         seed += 4;
       }
     }
@@ -128,7 +139,8 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailRepeatsAndReplays) {
   set_wna16_fast_path(Wna16FastPath::Stream);
   const Wna16Spec s{.bits = 4, .K = 4096, .N = 4096, .group_size = 128, .seed = 311};
   const auto kernel = wna16_kernel(s, DType::BF16);
-  for (int call = 0; call < 3; ++call) expect_tail_equals_separate(*kernel, s, DType::BF16, 1, false, 50 + call);
+  for (int call = 0; call < 3; ++call)
+    expect_tail_equals_separate(*kernel, {s.K, s.N}, DType::BF16, 1, false, 50 + call);
 
   const int64_t M = 2;
   const Tensor x = upload(random_floats(M * s.K, 7, 1.0f), {M, s.K}, DType::BF16);
@@ -159,6 +171,56 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailRepeatsAndReplays) {
     EXPECT_EQ(bytes_of(residual), bytes_of(want_residual)) << "replay " << replay;
     EXPECT_EQ(bytes_of(normed), bytes_of(want_normed)) << "replay " << replay;
   }
+}
+
+// The W8A8 streaming GEMM (FP8 and INT8, per-channel weights, dynamic per-token activations) with its K split
+// (QLM_<FP8|INT8>_FAST_SPLITS=4: the split reduction's last block runs the tail): one token (the GEMM quantizing x
+// itself), 2, 4 and 16 tokens (the quantizer first), BF16 and F16, norm widths 4096, 1000 and 264. Without a split
+// (QLM_..._FAST_SPLITS=1) there is no reduction to run it: nothing runs.
+TEST_F(CudaLinearTailTest, W8A8StreamTailIsAddRmsNormBitForBit) {
+  const LayerShape shapes[] = {{4096, 4096}, {14336, 1000}, {2048, 264}};
+  for (const auto& [name, type, prefix] : {std::tuple{"cuda_scaled_mm_fp8_fast", W8Type::Fp8E4M3, "QLM_FP8"},
+                                           std::tuple{"cuda_scaled_mm_int8_fast", W8Type::Int8, "QLM_INT8"}})
+    for (const LayerShape s : shapes)
+      for (const DType act : {DType::BF16, DType::F16}) {
+        ScaledMMConfig c;
+        c.K_p = s.K;
+        c.N_p = s.N;
+        c.weight_type = type;
+        c.weight_scale = WeightScaleKind::Channel;
+        c.act = ActScheme::DynamicToken;
+        c.act_symmetric = true;
+        c.act_dtype = act;
+        c.device = kGpu;
+        c.capability = capability_;
+        const ScaledMMWeights w = testing::random_scaled_mm_weights({.type = type, .ws = c.weight_scale}, s.N, s.K, 7);
+        const auto make = [&](const char* splits) {
+          testing::ScopedEnv env((std::string(prefix) + "_FAST_SPLITS").c_str(), splits);
+          auto kernel = ScaledMMKernelRegistry::instance().find(name)->create(c);
+          kernel->prepare(w);
+          return kernel;
+        };
+        SCOPED_TRACE(name);
+        const auto split = make("4");
+        for (const int64_t M : {1, 2, 4, 16}) expect_tail_equals_separate(*split, s, act, M, M == 2, 100 + M);
+
+        const auto whole = make("1");
+        const int64_t M = 3;
+        Tensor residual = upload(random_floats(M * s.N, 5, 1.0f), {M, s.N});
+        const Tensor weight = upload(random_floats(s.N, 6, 1.0f), {s.N});
+        Tensor y = testing::nan_poisoned(M, s.N, act, kGpu), normed = testing::nan_poisoned(M, s.N, act, kGpu);
+        const std::vector<uint8_t> poison = bytes_of(y), residual0 = bytes_of(residual);
+        const AddRmsNormTail tail{.residual = residual.data<float>(),
+                                  .residual_stride = s.N,
+                                  .weight = weight.data<float>(),
+                                  .out = normed.raw_data(),
+                                  .out_stride = s.N,
+                                  .eps = 1e-6f};
+        EXPECT_FALSE(whole->run_with_tail(upload(random_floats(M * s.K, 4, 1.0f), {M, s.K}, act), y, nullptr, tail));
+        EXPECT_EQ(bytes_of(y), poison);
+        EXPECT_EQ(bytes_of(normed), poison);
+        EXPECT_EQ(bytes_of(residual), residual0);
+      }
 }
 
 // Where the kernel cannot run the tail it runs nothing: another path of cuda_wna16_fast, a norm width that is not a
