@@ -358,7 +358,7 @@ TEST(CudaModelTest, NormInGemmMatchesSeparateNorms) {
       apart = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
     }
     {
-      testing::ScopedEnv on("QLM_NORM_IN_GEMM", nullptr);
+      testing::ScopedEnv on("QLM_NORM_IN_GEMM", "1");
       tail = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
     }
     const std::vector<int32_t> tokens = random_tokens(40, shape.vocab, 77);
