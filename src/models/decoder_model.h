@@ -158,7 +158,7 @@ class DecoderModel {
   bool decode_eager_ = false;  // decided for good: single-token steps run eagerly (status says why)
   bool device_warm_ = false;  // an eager forward ran (kernels' lazily made state exists)
   // The residual add and RMSNorm after o_proj / down_proj run as the projection kernel's tail where it can
-  // (AddRmsNormTail; QLM_NORM_IN_GEMM=0 at load: always as their own kernel).
+  // (AddRmsNormTail; QLM_NORM_IN_GEMM=1 / 0 at load, default kNormInGemmByDefault in decoder_model_cuda.cc).
   bool norm_in_gemm_ = true;
   // linear(in), then x += its output and the RMSNorm of x with norm_weight, in the linear kernel's own launch: the
   // normed rows in the act dtype, or nullopt (nothing ran) where the kernel cannot or norm_in_gemm_ is off.

@@ -42,11 +42,15 @@ bool norm_next_first(NormNextFirst which) {
   static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", kBeforeQkv);
   return (bits & which) != 0;
 }
+// Whether the residual add + RMSNorm after o_proj / down_proj run as the projection kernel's tail unless
+// QLM_NORM_IN_GEMM says otherwise: off until its GPU tests and a decode A/B have run on a GPU (written in session 51
+// without one).
+constexpr int64_t kNormInGemmByDefault = 0;
 }  // namespace
 
 void DecoderModel::finish_load_device() {
   const Device device = options_.ctx.device;
-  norm_in_gemm_ = env_switch_on("QLM_NORM_IN_GEMM");
+  norm_in_gemm_ = env_int("QLM_NORM_IN_GEMM", kNormInGemmByDefault) != 0;
   device_embedding_ = embedding_.to_device(device);
   device_final_norm_ = upload_f32(final_norm_, device);
   device_norms_.resize(blocks_.size());
