@@ -21,12 +21,19 @@ struct AddRmsNormTail {
   float eps = 0;
 };
 
-// Whether a kernel's tail serves rows of `dim` elements with these buffers: 16-byte rows of the residual and the
-// weights (the 16-byte form of the standalone norm kernel, whose grouping of the sums the tails reproduce).
-inline bool add_rms_norm_tail_fits(const AddRmsNormTail& t, int64_t dim) {
+// Rows a tail takes: one block of the grid normalizes them one after another, where the standalone kernel gives each
+// its own block, so past a decode step's single row the tail loses (session 51, H100, 8B int4 shape: a 16-token
+// prefill at 2541 tokens/s with the tail against 4477 without; docs/w4a16-kernel-notes.md).
+constexpr int64_t kAddRmsNormTailMaxRows = 1;
+
+// Whether a kernel's tail serves `rows` rows of `dim` elements with these buffers: at most kAddRmsNormTailMaxRows,
+// 16-byte rows of the residual and the weights (the 16-byte form of the standalone norm kernel, whose grouping of the
+// sums the tails reproduce), 8-byte rows of the output.
+inline bool add_rms_norm_tail_fits(const AddRmsNormTail& t, int64_t dim, int64_t rows) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return t.residual != nullptr && t.weight != nullptr && t.out != nullptr && dim > 0 && dim % 4 == 0 &&
-         t.residual_stride % 4 == 0 && aligned(t.residual) && aligned(t.weight);
+  return rows >= 1 && rows <= kAddRmsNormTailMaxRows && t.residual != nullptr && t.weight != nullptr &&
+         t.out != nullptr && dim > 0 && dim % 4 == 0 && t.residual_stride % 4 == 0 && t.out_stride % 4 == 0 &&
+         aligned(t.residual) && aligned(t.weight) && reinterpret_cast<uintptr_t>(t.out) % 8 == 0;
 }
 
 }  // namespace qlm

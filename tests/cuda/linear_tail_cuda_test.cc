@@ -22,6 +22,8 @@
 #include "tests/kernels/wna16_random.h"
 #include "tests/support/cuda_test_util.h"
 
+// The device ops exist only in CUDA builds.
+#ifdef QLM_WITH_CUDA
 namespace qlm {
 namespace {
 
@@ -74,7 +76,8 @@ struct LayerShape {
 };
 
 // One call of `kernel` (an MPLinearKernel or a ScaledMMKernel) on M rows both ways, from the same inputs: run() +
-// add_rms_norm against run_with_tail().
+// add_rms_norm against run_with_tail(). Past kAddRmsNormTailMaxRows rows the kernel must refuse, having run nothing
+// (outputs still poisoned, the residual as it was).
 template <typename Kernel>
 void expect_tail_equals_separate(const Kernel& kernel, LayerShape s, DType act, int64_t M, bool with_bias,
                                  uint32_t seed) {
@@ -100,6 +103,14 @@ void expect_tail_equals_separate(const Kernel& kernel, LayerShape s, DType act, 
                             .out = normed_tail.raw_data(),
                             .out_stride = s.N,
                             .eps = eps};
+  if (M > kAddRmsNormTailMaxRows) {
+    const std::vector<uint8_t> poison = bytes_of(testing::nan_poisoned(M, s.N, act, kGpu));
+    EXPECT_FALSE(kernel.run_with_tail(x, y_tail, b, tail)) << "path " << kernel.path(M);
+    EXPECT_EQ(bytes_of(y_tail), poison);
+    EXPECT_EQ(bytes_of(normed_tail), poison);
+    EXPECT_EQ(bytes_of(residual_tail), bytes_of(upload(residual, {M, s.N})));
+    return;
+  }
   ASSERT_TRUE(kernel.run_with_tail(x, y_tail, b, tail)) << "path " << kernel.path(M);
   EXPECT_EQ(bytes_of(y_tail), bytes_of(y_separate)) << "layer output";
   EXPECT_EQ(bytes_of(residual_tail), bytes_of(residual_separate)) << "residual";
@@ -109,7 +120,8 @@ void expect_tail_equals_separate(const Kernel& kernel, LayerShape s, DType act, 
 // The W4A16 stream kernel's tail over norm widths that give the standalone kernel's every form: 4096 (one float4 a
 // thread: its ONE form), 8192 and 14336 (1024 threads, several float4s each), 1000 and 264 (fewer threads than
 // a block of the GEMM, the last warp partly empty), 4-bit and 8-bit, zero points, act-order, g32 / g128 /
-// channelwise; one, two and four m-tiles (M up to 32); BF16 and F16; with and without a bias.
+// channelwise; BF16 and F16; with and without a bias; one token (the decode step), and 3 to 32 tokens (one, two and
+// four m-tiles), which the kernel refuses.
 TEST_F(CudaLinearTailTest, Wna16StreamTailIsAddRmsNormBitForBit) {
   if (capability_ < 90) GTEST_SKIP() << "the stream kernel needs sm_90";
   set_wna16_fast_path(Wna16FastPath::Stream);
@@ -142,7 +154,7 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailRepeatsAndReplays) {
   for (int call = 0; call < 3; ++call)
     expect_tail_equals_separate(*kernel, {s.K, s.N}, DType::BF16, 1, false, 50 + call);
 
-  const int64_t M = 2;
+  const int64_t M = 1;
   const Tensor x = upload(random_floats(M * s.K, 7, 1.0f), {M, s.K}, DType::BF16);
   const std::vector<float> residual0 = random_floats(M * s.N, 8, 4.0f);
   const Tensor weight = upload(random_floats(s.N, 9, 1.5f), {s.N});
@@ -175,10 +187,10 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailRepeatsAndReplays) {
 
 // The W8A8 streaming GEMM (FP8 and INT8, per-channel weights, dynamic per-token activations) with its K split
 // (QLM_<FP8|INT8>_FAST_SPLITS=4: the split reduction's last block runs the tail): one token (the GEMM quantizing x
-// itself), 2, 4 and 16 tokens (the quantizer first), BF16 and F16, norm widths 4096, 1000 and 264. Without a split
+// itself; 2, 4 and 16 tokens are refused), BF16 and F16, norm widths 4096, 1008 and 272. Without a split
 // (QLM_..._FAST_SPLITS=1) there is no reduction to run it: nothing runs.
 TEST_F(CudaLinearTailTest, W8A8StreamTailIsAddRmsNormBitForBit) {
-  const LayerShape shapes[] = {{4096, 4096}, {14336, 1000}, {2048, 264}};
+  const LayerShape shapes[] = {{4096, 4096}, {14336, 1008}, {2048, 272}};  // N: multiples of 16 (the GEMM's)
   for (const auto& [name, type, prefix] : {std::tuple{"cuda_scaled_mm_fp8_fast", W8Type::Fp8E4M3, "QLM_FP8"},
                                            std::tuple{"cuda_scaled_mm_int8_fast", W8Type::Int8, "QLM_INT8"}})
     for (const LayerShape s : shapes)
@@ -202,10 +214,10 @@ TEST_F(CudaLinearTailTest, W8A8StreamTailIsAddRmsNormBitForBit) {
         };
         SCOPED_TRACE(name);
         const auto split = make("4");
-        for (const int64_t M : {1, 2, 4, 16}) expect_tail_equals_separate(*split, s, act, M, M == 2, 100 + M);
+        for (const int64_t M : {1, 2, 4, 16}) expect_tail_equals_separate(*split, s, act, M, M != 2, 100 + M);
 
         const auto whole = make("1");
-        const int64_t M = 3;
+        const int64_t M = 1;  // a row the tail would take with a split
         Tensor residual = upload(random_floats(M * s.N, 5, 1.0f), {M, s.N});
         const Tensor weight = upload(random_floats(s.N, 6, 1.0f), {s.N});
         Tensor y = testing::nan_poisoned(M, s.N, act, kGpu), normed = testing::nan_poisoned(M, s.N, act, kGpu);
@@ -244,7 +256,7 @@ TEST_F(CudaLinearTailTest, NoTailWhereTheKernelCannot) {
     SCOPED_TRACE(c.what);
     set_wna16_fast_path(c.path);
     const auto kernel = wna16_kernel(c.spec, DType::BF16);
-    const int64_t M = 4, N = c.spec.N;
+    const int64_t M = 1, N = c.spec.N;  // a row the tail would take
     const Tensor x = upload(random_floats(M * c.spec.K, 11, 1.0f), {M, c.spec.K}, DType::BF16);
     const std::vector<float> residual0 = random_floats(M * N + 1, 12, 4.0f);
     Tensor residual = upload(residual0, {M * N + 1});
@@ -267,3 +279,4 @@ TEST_F(CudaLinearTailTest, NoTailWhereTheKernelCannot) {
 
 }  // namespace
 }  // namespace qlm
+#endif  // QLM_WITH_CUDA

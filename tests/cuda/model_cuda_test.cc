@@ -330,8 +330,8 @@ int64_t graph_nodes(const std::string& status) {
 }
 
 // The residual add and RMSNorm after o_proj and down_proj run as their kernel's tail (QLM_NORM_IN_GEMM, on by
-// default) give the logits of the separate norm kernels bit for bit: a prefill of 9 tokens, one of 40 (past the
-// kernels with a tail: the norms apart) and graph decode steps, whose graph has two norm kernels per layer fewer.
+// default) give the logits of the separate norm kernels bit for bit: graph decode steps, whose graph has two norm
+// kernels per layer fewer; prefills of 9 and 40 tokens (more rows than a tail takes: the norms apart) alike.
 // Small Llama-shaped checkpoints: int4 GPTQ on the W4A16 stream kernel (forced on every layer), FP8 and INT8 W8A8
 // dynamic on the streaming GEMM with its K split in 4 (the split reduction runs the tail).
 TEST(CudaModelTest, NormInGemmMatchesSeparateNorms) {

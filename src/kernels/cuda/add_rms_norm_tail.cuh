@@ -35,47 +35,120 @@ __device__ __forceinline__ uint16_t float_to_half_bits(float v, bool bf16) {
   return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
 }
 
+// Counts the calling block in, by one thread after a barrier that follows every store of the block: whether it is
+// the last of `blocks` to arrive. One acq_rel atomic at GPU scope: the block's stores (ordered before it by the
+// barrier; the atomic's release is cumulative) are visible to the last block, whose threads see every block's after
+// the next barrier. The last block leaves the counter zero for the next launch.
+__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned blocks) {
+  unsigned before = 0;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(1u) : "memory");
+  const bool last = before == blocks - 1;
+  if (last) *counter = 0u;
+  return last;
+}
+
 // The tail for `rows` rows of the layer output y (BF16 or F16 bits, rows y_stride apart, written by other blocks of
 // the grid before this one was the last to finish: read through L2), by threads 0 .. nthreads - 1 (a multiple of
 // 32) of the calling block, which sync() brings together; partial: 32 doubles of shared memory. The standalone
 // kernel's block has T = rms_norm_block_threads(dim, 4) threads; thread vt of it sums the float4s at 4·vt, 4·vt + 4·T,
 // ... and the warps' sums are added in warp order. Here a warp takes the virtual warps vw = warp, warp + warps, ...
-// lane for lane, so each virtual thread's sum and each warp's xor-shuffle tree are the same.
+// lane for lane, so each virtual thread's sum and each warp's xor-shuffle tree are the same. Where a thread's share
+// fits kMaxVw virtual warps of kMaxPer float4s, all of its loads are issued at once and the row stays in registers
+// (one round trip to memory, not one per virtual warp and pass); else a loop over them.
 template <bool BF16, typename Sync>
 __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, int64_t y_stride, int rows, int64_t dim,
                                    int tid, int nthreads, double* partial, Sync&& sync) {
+  constexpr int kMaxVw = 4, kMaxPer = 2;
   const int T = static_cast<int>(rms_norm_block_threads(dim, 4));
-  const int lane = tid & 31, warp = tid >> 5, warps = nthreads >> 5;
+  const int lane = tid & 31, warp = tid >> 5, warps = nthreads >> 5, vwarps = T / 32;
+  const int64_t per = (dim + 4 * T - 1) / (4 * T);  // float4s of virtual thread 0 (the most)
+  const bool in_registers = (vwarps + warps - 1) / warps <= kMaxVw && per <= kMaxPer;
   for (int r = 0; r < rows; ++r) {
     float* xr = t.residual + r * t.residual_stride;
     const uint16_t* yr = y + r * y_stride;
-    for (int vw = warp; vw < T / 32; vw += warps) {
+    uint16_t* out = static_cast<uint16_t*>(t.out) + r * t.out_stride;
+    if (in_registers) {
+      float4 v[kMaxVw][kMaxPer], w[kMaxVw][kMaxPer];
+      uint2 a[kMaxVw][kMaxPer];
+#pragma unroll
+      for (int k = 0; k < kMaxVw; ++k)
+#pragma unroll
+        for (int j = 0; j < kMaxPer; ++j) {
+          const int64_t i = 4 * ((warp + k * warps) * 32 + lane) + int64_t{4} * T * j;
+          if (warp + k * warps < vwarps && j < per && i < dim) {
+            v[k][j] = *reinterpret_cast<const float4*>(xr + i);
+            a[k][j] = __ldcg(reinterpret_cast<const uint2*>(yr + i));
+            w[k][j] = *reinterpret_cast<const float4*>(t.weight + i);
+          }
+        }
+#pragma unroll
+      for (int k = 0; k < kMaxVw; ++k) {
+        const int vw = warp + k * warps;
+        if (vw >= vwarps) break;  // warp-uniform
+        double sum = 0;
+#pragma unroll
+        for (int j = 0; j < kMaxPer; ++j) {
+          const int64_t i = 4 * (vw * 32 + lane) + int64_t{4} * T * j;
+          if (j < per && i < dim) {
+            float4& e = v[k][j];
+            e.x += half_bits_to_float(static_cast<uint16_t>(a[k][j].x & 0xffffu), BF16);
+            e.y += half_bits_to_float(static_cast<uint16_t>(a[k][j].x >> 16), BF16);
+            e.z += half_bits_to_float(static_cast<uint16_t>(a[k][j].y & 0xffffu), BF16);
+            e.w += half_bits_to_float(static_cast<uint16_t>(a[k][j].y >> 16), BF16);
+            *reinterpret_cast<float4*>(xr + i) = e;
+            sum += sum_sq4(e);
+          }
+        }
+        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (lane == 0) partial[vw] = sum;
+      }
+      sync();  // every partial written
+      double total = 0;
+      for (int k = 0; k < vwarps; ++k) total += partial[k];
+      const float inv = inv_rms(total, dim, t.eps);
+#pragma unroll
+      for (int k = 0; k < kMaxVw; ++k)
+#pragma unroll
+        for (int j = 0; j < kMaxPer; ++j) {
+          const int64_t i = 4 * ((warp + k * warps) * 32 + lane) + int64_t{4} * T * j;
+          if (warp + k * warps < vwarps && j < per && i < dim) {
+            const float4 e = v[k][j], g = w[k][j];
+            const uint32_t lo = float_to_half_bits(g.x * (e.x * inv), BF16) |
+                                static_cast<uint32_t>(float_to_half_bits(g.y * (e.y * inv), BF16)) << 16;
+            const uint32_t hi = float_to_half_bits(g.z * (e.z * inv), BF16) |
+                                static_cast<uint32_t>(float_to_half_bits(g.w * (e.w * inv), BF16)) << 16;
+            *reinterpret_cast<uint2*>(out + i) = make_uint2(lo, hi);
+          }
+        }
+      sync();  // partial is reused by the next row
+      continue;
+    }
+    for (int vw = warp; vw < vwarps; vw += warps) {
       double sum = 0;
       for (int64_t i = 4 * (vw * 32 + lane); i < dim; i += 4 * T) {
-        float4 v = *reinterpret_cast<const float4*>(xr + i);
-        v.x += half_bits_to_float(__ldcg(yr + i), BF16);
-        v.y += half_bits_to_float(__ldcg(yr + i + 1), BF16);
-        v.z += half_bits_to_float(__ldcg(yr + i + 2), BF16);
-        v.w += half_bits_to_float(__ldcg(yr + i + 3), BF16);
-        *reinterpret_cast<float4*>(xr + i) = v;
-        sum += sum_sq4(v);
+        float4 e = *reinterpret_cast<const float4*>(xr + i);
+        e.x += half_bits_to_float(__ldcg(yr + i), BF16);
+        e.y += half_bits_to_float(__ldcg(yr + i + 1), BF16);
+        e.z += half_bits_to_float(__ldcg(yr + i + 2), BF16);
+        e.w += half_bits_to_float(__ldcg(yr + i + 3), BF16);
+        *reinterpret_cast<float4*>(xr + i) = e;
+        sum += sum_sq4(e);
       }
       for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       if (lane == 0) partial[vw] = sum;
     }
     sync();  // every partial and every residual element of the row written
     double total = 0;
-    for (int w = 0; w < T / 32; ++w) total += partial[w];
+    for (int k = 0; k < vwarps; ++k) total += partial[k];
     const float inv = inv_rms(total, dim, t.eps);
-    uint16_t* out = static_cast<uint16_t*>(t.out) + r * t.out_stride;
     for (int vt = tid; vt < T; vt += nthreads)
       for (int64_t i = 4 * vt; i < dim; i += 4 * T) {
-        const float4 v = *reinterpret_cast<const float4*>(xr + i);
-        const float4 w = *reinterpret_cast<const float4*>(t.weight + i);
-        out[i] = float_to_half_bits(w.x * (v.x * inv), BF16);
-        out[i + 1] = float_to_half_bits(w.y * (v.y * inv), BF16);
-        out[i + 2] = float_to_half_bits(w.z * (v.z * inv), BF16);
-        out[i + 3] = float_to_half_bits(w.w * (v.w * inv), BF16);
+        const float4 e = *reinterpret_cast<const float4*>(xr + i);
+        const float4 g = *reinterpret_cast<const float4*>(t.weight + i);
+        out[i] = float_to_half_bits(g.x * (e.x * inv), BF16);
+        out[i + 1] = float_to_half_bits(g.y * (e.y * inv), BF16);
+        out[i + 2] = float_to_half_bits(g.z * (e.z * inv), BF16);
+        out[i + 3] = float_to_half_bits(g.w * (e.w * inv), BF16);
       }
     sync();  // partial is reused by the next row
   }

@@ -81,7 +81,7 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
 
 bool W8A8StreamGemm::runs_tail(int64_t M, const AddRmsNormTail& tail) const {
   return serves(M) && M <= cuda::kFp8FastMaxTokens && (c_.act_dtype == DType::BF16 || c_.act_dtype == DType::F16) &&
-         plan(M, cuda::context(c_.device.index).sm_count).first > 1 && add_rms_norm_tail_fits(tail, c_.N_p);
+         plan(M, cuda::context(c_.device.index).sm_count).first > 1 && add_rms_norm_tail_fits(tail, c_.N_p, M);
 }
 
 void W8A8StreamGemm::run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias,

@@ -467,7 +467,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // The stream kernel's last block runs the tail (wna16_fast_kernels.h); the other paths leave it to the caller.
   bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const override {
     const int64_t M = check_args(x, y, bias);
-    if (!prepared_ || path_for(M) != Wna16FastPath::Stream || !add_rms_norm_tail_fits(tail, cfg_.N_p)) return false;
+    if (!prepared_ || path_for(M) != Wna16FastPath::Stream || !add_rms_norm_tail_fits(tail, cfg_.N_p, M)) return false;
     run_path(x, y, bias, M, &tail);
     return true;
   }

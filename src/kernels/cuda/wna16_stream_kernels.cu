@@ -97,20 +97,16 @@ struct StreamShape {
 };
 
 // The tail (AddRmsNormTail) after a block's last segment, by its consumer threads: the block that finishes last runs
-// it on the whole output. Every block's y stores are fenced before its count and the last one fences again before
-// reading them (the last-block pattern); it leaves the counter zero for the next call. Not inlined: the kernel's
-// loops keep their registers and code (the call is the only trace of the tail in them).
+// it on the whole output (arrive_last). Not inlined: the kernel's loops keep their registers and code (the call is
+// the only trace of the tail in them).
 template <bool BF16, int kConsumers>
 __device__ __noinline__ void stream_tail(const AddRmsNormTail& tail, unsigned* tail_done, const uint16_t* y, int64_t N,
                                          int rows, int tid, double* partial, bool& is_last) {
-  __threadfence();
-  bulk::consumer_sync<kConsumers>();
-  if (tid == 0) is_last = atomicAdd(tail_done, 1u) == gridDim.x - 1;
+  bulk::consumer_sync<kConsumers>();  // every y store of the block before the count
+  if (tid == 0) is_last = arrive_last(tail_done, gridDim.x);
   bulk::consumer_sync<kConsumers>();
   if (!is_last) return;
-  __threadfence();
   block_add_rms_norm<BF16>(tail, y, N, rows, N, tid, kConsumers, partial, [] { bulk::consumer_sync<kConsumers>(); });
-  if (tid == 0) *tail_done = 0u;
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
