@@ -70,6 +70,16 @@ class CudaLinearTailTest : public ::testing::Test {
   int capability_ = 0;
 };
 
+// The tail on M contiguous rows of width N: residual and normed [M, N] (F32 / the act dtype), weight [N].
+AddRmsNormTail tail_of(Tensor& residual, const Tensor& weight, Tensor& normed, int64_t N, float eps) {
+  return AddRmsNormTail{.residual = residual.data<float>(),
+                        .residual_stride = N,
+                        .weight = weight.data<float>(),
+                        .out = normed.raw_data(),
+                        .out_stride = N,
+                        .eps = eps};
+}
+
 // The shape of a layer for the tail tests.
 struct LayerShape {
   int64_t K = 0, N = 0;
@@ -97,12 +107,7 @@ void expect_tail_equals_separate(const Kernel& kernel, LayerShape s, DType act, 
   Tensor y_tail = testing::nan_poisoned(M, s.N, act, kGpu);
   Tensor residual_tail = upload(residual, {M, s.N});
   Tensor normed_tail = testing::nan_poisoned(M, s.N, act, kGpu);
-  const AddRmsNormTail tail{.residual = residual_tail.data<float>(),
-                            .residual_stride = s.N,
-                            .weight = weight.data<float>(),
-                            .out = normed_tail.raw_data(),
-                            .out_stride = s.N,
-                            .eps = eps};
+  const AddRmsNormTail tail = tail_of(residual_tail, weight, normed_tail, s.N, eps);
   if (M > kAddRmsNormTailMaxRows) {
     const std::vector<uint8_t> poison = bytes_of(testing::nan_poisoned(M, s.N, act, kGpu));
     EXPECT_FALSE(kernel.run_with_tail(x, y_tail, b, tail)) << "path " << kernel.path(M);
@@ -161,12 +166,7 @@ TEST_F(CudaLinearTailTest, Wna16StreamTailRepeatsAndReplays) {
   Tensor residual = upload(residual0, {M, s.N});
   Tensor y = Tensor::empty({M, s.N}, DType::BF16, kGpu);
   Tensor normed = Tensor::empty({M, s.N}, DType::BF16, kGpu);
-  const AddRmsNormTail tail{.residual = residual.data<float>(),
-                            .residual_stride = s.N,
-                            .weight = weight.data<float>(),
-                            .out = normed.raw_data(),
-                            .out_stride = s.N,
-                            .eps = 1e-6f};
+  const AddRmsNormTail tail = tail_of(residual, weight, normed, s.N, 1e-6f);
   std::string why;
   bool ran = false;
   const auto graph = cuda::CapturedGraph::capture(
@@ -222,12 +222,7 @@ TEST_F(CudaLinearTailTest, W8A8StreamTailIsAddRmsNormBitForBit) {
         const Tensor weight = upload(random_floats(s.N, 6, 1.0f), {s.N});
         Tensor y = testing::nan_poisoned(M, s.N, act, kGpu), normed = testing::nan_poisoned(M, s.N, act, kGpu);
         const std::vector<uint8_t> poison = bytes_of(y), residual0 = bytes_of(residual);
-        const AddRmsNormTail tail{.residual = residual.data<float>(),
-                                  .residual_stride = s.N,
-                                  .weight = weight.data<float>(),
-                                  .out = normed.raw_data(),
-                                  .out_stride = s.N,
-                                  .eps = 1e-6f};
+        const AddRmsNormTail tail = tail_of(residual, weight, normed, s.N, 1e-6f);
         EXPECT_FALSE(whole->run_with_tail(upload(random_floats(M * s.K, 4, 1.0f), {M, s.K}, act), y, nullptr, tail));
         EXPECT_EQ(bytes_of(y), poison);
         EXPECT_EQ(bytes_of(normed), poison);

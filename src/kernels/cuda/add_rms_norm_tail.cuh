@@ -68,14 +68,20 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
     const uint16_t* yr = y + r * y_stride;
     uint16_t* out = static_cast<uint16_t*>(t.out) + r * t.out_stride;
     if (in_registers) {
+      // Slot (k, j) of this thread: float4 j of virtual warp warp + k·warps, at element slot(k, j) of the row, or
+      // -1 where that holds nothing.
+      const auto slot = [&](int k, int j) -> int64_t {
+        const int vw = warp + k * warps;
+        const int64_t i = 4 * (vw * 32 + lane) + int64_t{4} * T * j;
+        return vw < vwarps && j < per && i < dim ? i : -1;
+      };
       float4 v[kMaxVw][kMaxPer], w[kMaxVw][kMaxPer];
       uint2 a[kMaxVw][kMaxPer];
 #pragma unroll
       for (int k = 0; k < kMaxVw; ++k)
 #pragma unroll
         for (int j = 0; j < kMaxPer; ++j) {
-          const int64_t i = 4 * ((warp + k * warps) * 32 + lane) + int64_t{4} * T * j;
-          if (warp + k * warps < vwarps && j < per && i < dim) {
+          if (const int64_t i = slot(k, j); i >= 0) {
             v[k][j] = *reinterpret_cast<const float4*>(xr + i);
             a[k][j] = __ldcg(reinterpret_cast<const uint2*>(yr + i));
             w[k][j] = *reinterpret_cast<const float4*>(t.weight + i);
@@ -88,8 +94,7 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
         double sum = 0;
 #pragma unroll
         for (int j = 0; j < kMaxPer; ++j) {
-          const int64_t i = 4 * (vw * 32 + lane) + int64_t{4} * T * j;
-          if (j < per && i < dim) {
+          if (const int64_t i = slot(k, j); i >= 0) {
             float4& e = v[k][j];
             e.x += half_bits_to_float(static_cast<uint16_t>(a[k][j].x & 0xffffu), BF16);
             e.y += half_bits_to_float(static_cast<uint16_t>(a[k][j].x >> 16), BF16);
@@ -110,8 +115,7 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
       for (int k = 0; k < kMaxVw; ++k)
 #pragma unroll
         for (int j = 0; j < kMaxPer; ++j) {
-          const int64_t i = 4 * ((warp + k * warps) * 32 + lane) + int64_t{4} * T * j;
-          if (warp + k * warps < vwarps && j < per && i < dim) {
+          if (const int64_t i = slot(k, j); i >= 0) {
             const float4 e = v[k][j], g = w[k][j];
             const uint32_t lo = float_to_half_bits(g.x * (e.x * inv), BF16) |
                                 static_cast<uint32_t>(float_to_half_bits(g.y * (e.y * inv), BF16)) << 16;
