@@ -20,6 +20,7 @@
 #include "core/device_memory.h"
 #include "core/env_switch.h"
 #include "cuda/step_readback.h"
+#include "kernels/linear_tail.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
 
@@ -167,7 +168,8 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
 
 std::optional<Tensor> DecoderModel::linear_with_norm_tail(LinearLayer& linear, const Tensor& in, Tensor& x,
                                                           const Tensor& norm_weight, float eps) {
-  if (!norm_in_gemm_) return std::nullopt;
+  // More rows than any tail takes: not even the output's allocation.
+  if (!norm_in_gemm_ || in.size(0) > kAddRmsNormTailMaxRows) return std::nullopt;
   const int64_t dim = x.size(1);
   Tensor out = Tensor::empty({in.size(0), dim}, options_.ctx.act_dtype, x.device());
   const AddRmsNormTail tail{.residual = x.data<float>(),

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/linear_tail.h"
 
 namespace qlm::cuda {
@@ -26,13 +27,6 @@ __device__ __forceinline__ double sum_sq4(float4 v) {
 
 __device__ __forceinline__ float inv_rms(double total, int64_t dim, float eps) {
   return static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
-}
-
-__device__ __forceinline__ float half_bits_to_float(uint16_t bits, bool bf16) {
-  return bf16 ? __uint_as_float(static_cast<uint32_t>(bits) << 16) : __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ uint16_t float_to_half_bits(float v, bool bf16) {
-  return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
 }
 
 // Counts the calling block in, by one thread after a barrier that follows every store of the block: whether it is
@@ -96,10 +90,10 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
         for (int j = 0; j < kMaxPer; ++j) {
           if (const int64_t i = slot(k, j); i >= 0) {
             float4& e = v[k][j];
-            e.x += half_bits_to_float(static_cast<uint16_t>(a[k][j].x & 0xffffu), BF16);
-            e.y += half_bits_to_float(static_cast<uint16_t>(a[k][j].x >> 16), BF16);
-            e.z += half_bits_to_float(static_cast<uint16_t>(a[k][j].y & 0xffffu), BF16);
-            e.w += half_bits_to_float(static_cast<uint16_t>(a[k][j].y >> 16), BF16);
+            e.x += act_lo<BF16>(a[k][j].x);
+            e.y += act_hi<BF16>(a[k][j].x);
+            e.z += act_lo<BF16>(a[k][j].y);
+            e.w += act_hi<BF16>(a[k][j].y);
             *reinterpret_cast<float4*>(xr + i) = e;
             sum += sum_sq4(e);
           }
@@ -117,10 +111,10 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
         for (int j = 0; j < kMaxPer; ++j) {
           if (const int64_t i = slot(k, j); i >= 0) {
             const float4 e = v[k][j], g = w[k][j];
-            const uint32_t lo = float_to_half_bits(g.x * (e.x * inv), BF16) |
-                                static_cast<uint32_t>(float_to_half_bits(g.y * (e.y * inv), BF16)) << 16;
-            const uint32_t hi = float_to_half_bits(g.z * (e.z * inv), BF16) |
-                                static_cast<uint32_t>(float_to_half_bits(g.w * (e.w * inv), BF16)) << 16;
+            const uint32_t lo =
+                to_bits(g.x * (e.x * inv), BF16) | static_cast<uint32_t>(to_bits(g.y * (e.y * inv), BF16)) << 16;
+            const uint32_t hi =
+                to_bits(g.z * (e.z * inv), BF16) | static_cast<uint32_t>(to_bits(g.w * (e.w * inv), BF16)) << 16;
             *reinterpret_cast<uint2*>(out + i) = make_uint2(lo, hi);
           }
         }
@@ -131,10 +125,10 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
       double sum = 0;
       for (int64_t i = 4 * (vw * 32 + lane); i < dim; i += 4 * T) {
         float4 e = *reinterpret_cast<const float4*>(xr + i);
-        e.x += half_bits_to_float(__ldcg(yr + i), BF16);
-        e.y += half_bits_to_float(__ldcg(yr + i + 1), BF16);
-        e.z += half_bits_to_float(__ldcg(yr + i + 2), BF16);
-        e.w += half_bits_to_float(__ldcg(yr + i + 3), BF16);
+        e.x += act_lo<BF16>(__ldcg(yr + i));
+        e.y += act_lo<BF16>(__ldcg(yr + i + 1));
+        e.z += act_lo<BF16>(__ldcg(yr + i + 2));
+        e.w += act_lo<BF16>(__ldcg(yr + i + 3));
         *reinterpret_cast<float4*>(xr + i) = e;
         sum += sum_sq4(e);
       }
@@ -149,13 +143,25 @@ __device__ void block_add_rms_norm(const AddRmsNormTail& t, const uint16_t* y, i
       for (int64_t i = 4 * vt; i < dim; i += 4 * T) {
         const float4 e = *reinterpret_cast<const float4*>(xr + i);
         const float4 g = *reinterpret_cast<const float4*>(t.weight + i);
-        out[i] = float_to_half_bits(g.x * (e.x * inv), BF16);
-        out[i + 1] = float_to_half_bits(g.y * (e.y * inv), BF16);
-        out[i + 2] = float_to_half_bits(g.z * (e.z * inv), BF16);
-        out[i + 3] = float_to_half_bits(g.w * (e.w * inv), BF16);
+        out[i] = to_bits(g.x * (e.x * inv), BF16);
+        out[i + 1] = to_bits(g.y * (e.y * inv), BF16);
+        out[i + 2] = to_bits(g.z * (e.z * inv), BF16);
+        out[i + 3] = to_bits(g.w * (e.w * inv), BF16);
       }
     sync();  // partial is reused by the next row
   }
+}
+
+// The tail by the grid's last block: every block calls it after its last store of y, with threads 0 .. nthreads - 1
+// and sync() as for block_add_rms_norm; is_last: a shared-memory flag.
+template <bool BF16, typename Sync>
+__device__ __forceinline__ void last_block_add_rms_norm(const AddRmsNormTail& t, unsigned* done, const uint16_t* y,
+                                                        int64_t N, int rows, int tid, int nthreads, double* partial,
+                                                        bool& is_last, Sync&& sync) {
+  sync();  // every store of the block before the count
+  if (tid == 0) is_last = arrive_last(done, gridDim.x);
+  sync();
+  if (is_last) block_add_rms_norm<BF16>(t, y, N, rows, N, tid, nthreads, partial, sync);
 }
 
 }  // namespace qlm::cuda

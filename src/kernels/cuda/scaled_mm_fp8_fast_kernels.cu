@@ -434,16 +434,12 @@ __global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
   }
   if constexpr (!std::is_same_v<T, float>) {
     if (a.tail.residual != nullptr) {
-      // The block that finishes last runs the tail on the whole output (arrive_last).
+      // The block that finishes last runs the tail on the whole output.
       __shared__ bool is_last;
       __shared__ double partial[32];
-      __syncthreads();  // every store of the block before the count
-      if (threadIdx.x == 0) is_last = arrive_last(a.tail_done, gridDim.x);
-      __syncthreads();
-      if (!is_last) return;
-      block_add_rms_norm<std::is_same_v<T, __nv_bfloat16>>(a.tail, static_cast<const uint16_t*>(a.y), a.N,
-                                                           static_cast<int>(a.M), a.N, threadIdx.x, blockDim.x, partial,
-                                                           [] { __syncthreads(); });
+      last_block_add_rms_norm<std::is_same_v<T, __nv_bfloat16>>(a.tail, a.tail_done, static_cast<const uint16_t*>(a.y),
+                                                                a.N, static_cast<int>(a.M), threadIdx.x, blockDim.x,
+                                                                partial, is_last, [] { __syncthreads(); });
     }
   }
 }

@@ -102,11 +102,8 @@ struct StreamShape {
 template <bool BF16, int kConsumers>
 __device__ __noinline__ void stream_tail(const AddRmsNormTail& tail, unsigned* tail_done, const uint16_t* y, int64_t N,
                                          int rows, int tid, double* partial, bool& is_last) {
-  bulk::consumer_sync<kConsumers>();  // every y store of the block before the count
-  if (tid == 0) is_last = arrive_last(tail_done, gridDim.x);
-  bulk::consumer_sync<kConsumers>();
-  if (!is_last) return;
-  block_add_rms_norm<BF16>(tail, y, N, rows, N, tid, kConsumers, partial, [] { bulk::consumer_sync<kConsumers>(); });
+  last_block_add_rms_norm<BF16>(tail, tail_done, y, N, rows, tid, kConsumers, partial, is_last,
+                                [] { bulk::consumer_sync<kConsumers>(); });
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
