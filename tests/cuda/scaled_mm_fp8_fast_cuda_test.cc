@@ -207,8 +207,8 @@ TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
         const int type = act == DType::F32 ? cuda::kF32 : act == DType::F16 ? cuda::kF16 : cuda::kBF16;
         // Every other case launched for programmatic dependent launch (behind the upload: same result).
         const bool pdl = (M + K / 8) % 2 == 0;
-        ASSERT_EQ(cuda::launch_fp8_fast_quant_token(xt.raw_data(), type, M, K, codes.raw_data(), scales.data<float>(),
-                                                    pdl, cuda::context(0).stream),
+        ASSERT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), type, M, K, /*int8=*/false, codes.raw_data(),
+                                                scales.data<float>(), pdl, cuda::context(0).stream),
                   cudaSuccess);
         const Tensor hc = codes.to_device(Device::cpu());
         const std::vector<float> hs = scales.to_device(Device::cpu()).to_float_vector();
@@ -252,8 +252,8 @@ TEST(CudaScaledMMFp8FastQuant, EveryRoundingCaseMatchesCpuConversion) {
   Tensor x = Tensor::from_vector(row, {1, K}).to_device(Device::cuda(0));
   Tensor codes = Tensor::empty({1, K}, DType::F8_E4M3, Device::cuda(0));
   Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
-  ASSERT_EQ(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda::kF32, 1, K, codes.raw_data(), scales.data<float>(),
-                                              false, cuda::context(0).stream),
+  ASSERT_EQ(cuda::launch_w8a8_quant_token(x.raw_data(), cuda::kF32, 1, K, /*int8=*/false, codes.raw_data(),
+                                          scales.data<float>(), false, cuda::context(0).stream),
             cudaSuccess);
   ASSERT_EQ(scales.to_device(Device::cpu()).data<float>()[0], 1.0f);
   const Tensor got = codes.to_device(Device::cpu());

@@ -7,8 +7,11 @@
 // reasons. Suites named Cuda* need a GPU for the numeric tests and skip without one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,9 +19,17 @@
 
 #include "core/float_convert.h"
 #include "cuda/device.h"
+#include "kernels/cpu/scaled_mm_act_quant.h"
 #include "kernels/scaled_mm.h"
 #include "support/scaled_mm_test_data.h"
 #include "tests/support/cuda_test_util.h"
+
+#ifdef QLM_WITH_CUDA
+#include "cuda/context.h"
+#include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/scaled_mm_cuda_common.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
+#endif
 
 namespace qlm {
 namespace {
@@ -126,6 +137,76 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
   if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
   testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
+}
+
+// Runs the vectorised per-token quantizer with INT8 codes on x [M, K] (F32 values exact in `act`) and checks codes and
+// scales bit for bit against the CPU quantizer's (quantize_acts_int8).
+void check_int8_token_quantizer(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool pdl) {
+  const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
+  Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
+  Tensor codes = Tensor::empty({M, K}, DType::I8, Device::cuda(0));
+  Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));
+  // Poisoned: every code and scale must be written.
+  const cudaStream_t stream = cuda::context(0).stream;
+  ASSERT_EQ(cudaMemsetAsync(codes.raw_data(), 0x5a, static_cast<size_t>(M * K), stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(scales.raw_data(), 0xff, static_cast<size_t>(M) * sizeof(float), stream), cudaSuccess);
+  ASSERT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, /*int8=*/true, codes.raw_data(),
+                                          scales.data<float>(), pdl, stream),
+            cudaSuccess)
+      << what;
+  const Tensor got_codes = codes.to_device(Device::cpu());
+  const std::vector<float> got_scales = scales.to_device(Device::cpu()).to_float_vector();
+  const ScaledMMConfig c = int8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
+  ScaledMMWeights w;
+  w.K = K;
+  std::vector<int8_t> want(static_cast<size_t>(M * K));
+  const ActScales s = quantize_acts_int8(c, w, x.data(), M, want.data(), K, nullptr);
+  ASSERT_EQ(got_scales, s.scale) << what;
+  for (int64_t i = 0; i < M * K; ++i)
+    ASSERT_EQ(got_codes.data<int8_t>()[i], want[static_cast<size_t>(i)]) << what << " element " << i;
+}
+
+// The per-token quantizer FP8 uses, with INT8 codes (the path of every M above the in-GEMM bound): codes and scales
+// bit-identical to the CPU quantizer for rows held in registers (1, 2, 4, 8 and 16 vectors of 8 per thread) and rows
+// read twice (K = 40000, and F32 from K = 16392), an all-zero row included.
+TEST(CudaScaledMMInt8FastQuant, PerTokenCodesMatchCpuBitExactly) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  for (DType act : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t M : {1, 5, 130})
+      for (int64_t K : {8, 264, 2056, 4096, 14336, 16392, 28672, 40000}) {
+        std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 29 + M + K);
+        if (M > 1) std::fill(x.begin() + K, x.begin() + 2 * K, 0.0f);  // row 1 all zero: scale 0, codes 0
+        check_int8_token_quantizer(x, M, K, act, /*pdl=*/(M + K / 8) % 2 == 0);
+      }
+}
+
+// Every rounding case of the INT8 codes: a row whose absmax is 127 has scale 1, so its values are rounded as they are:
+// every integer of the range, every midpoint (ties to even: 0.5 -> 0, 1.5 -> 2, -2.5 -> -2), one float either side of
+// each midpoint, tiny values and signed zeros — the CPU quantizer's codes, and std::nearbyint's.
+TEST(CudaScaledMMInt8FastQuant, EveryRoundingCaseMatchesCpu) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
+  std::vector<float> row = {127.0f, -0.0f, 0.0f, std::numeric_limits<float>::denorm_min(), 1e-30f, -1e-30f};
+  for (int i = -127; i <= 127; ++i) row.push_back(static_cast<float>(i));
+  for (int i = -127; i < 127; ++i) {
+    const float mid = static_cast<float>(i) + 0.5f;
+    for (float v : {mid, std::nextafter(mid, -1000.0f), std::nextafter(mid, 1000.0f)}) row.push_back(v);
+  }
+  while (row.size() % 8 != 0) row.push_back(0.0f);
+  const int64_t K = static_cast<int64_t>(row.size());
+  for (float v : row) ASSERT_LE(std::fabs(v), 127.0f);
+  check_int8_token_quantizer(row, 1, K, DType::F32, /*pdl=*/false);
+  Tensor x = Tensor::from_vector(row, {1, K}).to_device(Device::cuda(0));
+  Tensor codes = Tensor::empty({1, K}, DType::I8, Device::cuda(0));
+  Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
+  ASSERT_EQ(cuda::launch_w8a8_quant_token(x.raw_data(), cuda::kF32, 1, K, /*int8=*/true, codes.raw_data(),
+                                          scales.data<float>(), false, cuda::context(0).stream),
+            cudaSuccess);
+  ASSERT_EQ(scales.to_device(Device::cpu()).data<float>()[0], 1.0f);
+  const Tensor got = codes.to_device(Device::cpu());
+  for (int64_t i = 0; i < K; ++i) {
+    const float v = row[static_cast<size_t>(i)];
+    ASSERT_EQ(got.data<int8_t>()[i], static_cast<int8_t>(std::nearbyint(v))) << "value " << v;
+  }
 }
 
 #endif

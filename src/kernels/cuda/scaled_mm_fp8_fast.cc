@@ -113,9 +113,9 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
     q.group = c_.K_p;
     q.codes = Tensor::empty({M, c_.K_p}, DType::F8_E4M3, c_.device);
     q.scales = Tensor::empty({M}, DType::F32, c_.device);
-    QLM_CUDA_CHECK(cuda::launch_fp8_fast_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
-                                                     q.codes.raw_data(), q.scales.data<float>(), quant_pdl_,
-                                                     cuda::context(c_.device.index).stream));
+    QLM_CUDA_CHECK(cuda::launch_w8a8_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
+                                                 /*int8=*/false, q.codes.raw_data(), q.scales.data<float>(), quant_pdl_,
+                                                 cuda::context(c_.device.index).stream));
     return q;
   }
 

@@ -67,6 +67,24 @@ __device__ __forceinline__ uint2 quantize8_int8(const float (&f)[8], float inv) 
   return make_uint2(w[0], w[1]);
 }
 
+// A row's scale from its absmax and, in `inv`, the reciprocal the codes are made with: FP8 as token_scale, INT8 as
+// act_quant.cu's symmetric per-token path (int8_symmetric_scale).
+template <bool kInt8>
+__device__ __forceinline__ float row_scale(float absmax, float& inv) {
+  if constexpr (kInt8) {
+    return int8_symmetric_scale(absmax, inv);
+  } else {
+    const float scale = token_scale(absmax);
+    inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+    return scale;
+  }
+}
+template <bool kInt8>
+__device__ __forceinline__ uint2 encode8(const float (&f)[8], float inv) {
+  if constexpr (kInt8) return quantize8_int8(f, inv);
+  else return quantize8(f, inv);
+}
+
 // The absmax of the block's threads (every thread gets it).
 __device__ __forceinline__ float block_max(float m) {
   __shared__ float sh[kWarps];
@@ -113,7 +131,7 @@ struct Packed8<float> {
 // One row per block, read from memory once: every thread issues all its VPT 8-element loads up
 // front and keeps them (packed) in registers through the absmax, then quantizes them. For rows of
 // up to VPT * 8 * kThreads elements; longer rows take quant_token_kernel.
-template <typename T, int VPT>
+template <typename T, int VPT, bool kInt8>
 __global__ void __launch_bounds__(kThreads)
     quant_token_regs_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
   // x may be the previous kernel's output and the codes its input: wait for it (launched with PDL: its tail overlaps
@@ -138,8 +156,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
     }
   }
-  const float scale = token_scale(block_max(m));
-  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  float inv;
+  const float scale = row_scale<kInt8>(block_max(m), inv);
   uint8_t* qr = codes + r * K;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
@@ -147,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
     if (v < nv) {
       float f[8];
       raw[i].widen(f);
-      *reinterpret_cast<uint2*>(qr + v * 8) = quantize8(f, inv);
+      *reinterpret_cast<uint2*>(qr + v * 8) = encode8<kInt8>(f, inv);
     }
   }
   if (threadIdx.x == 0) scales[r] = scale;
@@ -155,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // Rows of any length: the row is read twice (absmax, then codes). fmaxf ignores NaN in any order,
 // so the absmax does not depend on the reduction order.
-template <typename T>
+template <typename T, bool kInt8>
 __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64_t K, uint8_t* codes, float* scales) {
   pdl_enter();  // as quant_token_regs_kernel
   const int64_t r = blockIdx.x;
@@ -170,15 +188,15 @@ __global__ void __launch_bounds__(kThreads) quant_token_kernel(const T* x, int64
 #pragma unroll
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
   }
-  const float scale = token_scale(block_max(m));
-  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  float inv;
+  const float scale = row_scale<kInt8>(block_max(m), inv);
   uint8_t* qr = codes + r * K;
   for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
     Packed8<T> p;
     p.load(xr + v * 8);
     float f[8];
     p.widen(f);
-    *reinterpret_cast<uint2*>(qr + v * 8) = quantize8(f, inv);
+    *reinterpret_cast<uint2*>(qr + v * 8) = encode8<kInt8>(f, inv);
   }
   if (threadIdx.x == 0) scales[r] = scale;
 }
@@ -519,15 +537,16 @@ cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& a, cudaStream_t stream) 
   return a.int8 ? launch_codes<true>(a, stream) : launch_codes<false>(a, stream);
 }
 
-cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        bool pdl, cudaStream_t stream) {
+cudaError_t launch_w8a8_quant_token(const void* x, int x_type, int64_t M, int64_t K, bool int8, void* codes,
+                                    float* scales, bool pdl, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   if (K % 8 != 0 || M > 0x7fffffff) return cudaErrorInvalidValue;
   uint8_t* q = static_cast<uint8_t*>(codes);
   const int64_t per_thread = (K / 8 + kThreads - 1) / kThreads;  // 8-element vectors per thread
   cudaError_t e = cudaSuccess;
-  auto run = [&](auto type_tag) {
+  auto run = [&](auto type_tag, auto int8_tag) {
     using T = decltype(type_tag);
+    constexpr bool kInt8 = decltype(int8_tag)::value;
     const T* xt = static_cast<const T*>(x);
     constexpr int kMaxVpt = sizeof(T) == 4 ? 8 : 16;  // registers held per thread: 64 (raw)
     // One row per block.
@@ -535,22 +554,28 @@ cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, in
       e = launch_pdl_if(pdl, kernel, dim3(static_cast<unsigned>(M)), dim3(kThreads), 0, stream, xt, K, q, scales);
     };
     if (per_thread <= 1)
-      go(quant_token_regs_kernel<T, 1>);
+      go(quant_token_regs_kernel<T, 1, kInt8>);
     else if (per_thread <= 2)
-      go(quant_token_regs_kernel<T, 2>);
+      go(quant_token_regs_kernel<T, 2, kInt8>);
     else if (per_thread <= 4)
-      go(quant_token_regs_kernel<T, 4>);
+      go(quant_token_regs_kernel<T, 4, kInt8>);
     else if (per_thread <= 8)
-      go(quant_token_regs_kernel<T, 8>);
+      go(quant_token_regs_kernel<T, 8, kInt8>);
     else if (per_thread <= kMaxVpt)
-      go(quant_token_regs_kernel<T, kMaxVpt>);
+      go(quant_token_regs_kernel<T, kMaxVpt, kInt8>);
     else
-      go(quant_token_kernel<T>);
+      go(quant_token_kernel<T, kInt8>);
+  };
+  const auto typed = [&](auto type_tag) {
+    if (int8)
+      run(type_tag, std::true_type{});
+    else
+      run(type_tag, std::false_type{});
   };
   switch (x_type) {
-    case kF32: run(float{}); break;
-    case kF16: run(__half{}); break;
-    case kBF16: run(__nv_bfloat16{}); break;
+    case kF32: typed(float{}); break;
+    case kF16: typed(__half{}); break;
+    case kBF16: typed(__nv_bfloat16{}); break;
     default: return cudaErrorInvalidValue;
   }
   return e != cudaSuccess ? e : cudaGetLastError();

@@ -1,10 +1,10 @@
 // Kernels of `cuda_scaled_mm_fp8_fast` (scaled_mm_fp8_fast.cc): FP8 e4m3 W8A8 for few tokens; the GEMM serves
 // `cuda_scaled_mm_int8_fast` (scaled_mm_int8_fast.cc) too, with INT8 codes (Fp8FastGemmArgs::int8).
 //
-// fp8_fast_quant_token: dynamic per-token e4m3 activation quantizer, one block per row with
+// w8a8_quant_token: dynamic per-token activation quantizer (e4m3, or symmetric INT8), one block per row with
 // 16-byte loads; rows of up to 32768 16-bit (16384 F32) elements are read once and held in
 // registers between the absmax and the codes, longer ones are read twice. Bit-identical to
-// launch_act_quant's kDynamicToken (and so to the CPU quantizer).
+// launch_act_quant's kDynamicToken (and so to the CPU quantizer), which reads and writes an element at a time.
 //
 // fp8_fast_gemm: a weight-streaming GEMM over the weights in their standard [N, K] layout. The
 // roles of mma.sync.m16n8k32 (e4m3, f32 accumulate) are swapped: its 16-row A operand is 16
@@ -52,9 +52,8 @@ struct Fp8FastGemmArgs {
   bool pdl = false;
   // Quantization inside the GEMM (M <= kFp8FastFusedQuantMaxTokens, dynamic per-token scales): when x is set the
   // kernel reads the activations [M, K] of y_type itself instead of xq / sx: every block takes each token's absmax
-  // over the whole row and encodes the codes it stages, bit for bit as fp8_fast_quant_token (FP8) or the symmetric
-  // per-token INT8 quantizer of act_quant.cu would. Block (0, 0) writes the scales to sx_out [M] (for the split
-  // reduction, and for callers that want them).
+  // over the whole row and encodes the codes it stages, bit for bit as w8a8_quant_token would (FP8 or symmetric
+  // INT8). Block (0, 0) writes the scales to sx_out [M] (for the split reduction, and for callers that want them).
   const void* x = nullptr;
   float* sx_out = nullptr;
   // With splits > 1 and F16 / BF16 y: the residual add and RMSNorm of the whole output (tail.residual null: none; N
@@ -73,9 +72,10 @@ int fp8_fast_tile_tokens(int64_t M);
 cudaError_t fp8_fast_occupancy(int tile_tokens, bool int8, int* blocks_per_sm);
 cudaError_t launch_fp8_fast_gemm(const Fp8FastGemmArgs& args, cudaStream_t stream);
 
-// codes [M, K] e4m3, scales [M]; x [M, K] of x_type; K a multiple of 8. pdl: launched for programmatic dependent
+// Dynamic per-token activation codes [M, K] (e4m3, or symmetric INT8 when int8) and scales [M] of x [M, K] of x_type,
+// bit for bit act_quant.cu's (and the CPU quantizer's); K a multiple of 8. pdl: launched for programmatic dependent
 // launch (its launch overlaps the previous kernel's tail; it waits for that kernel before reading x or writing).
-cudaError_t launch_fp8_fast_quant_token(const void* x, int x_type, int64_t M, int64_t K, void* codes, float* scales,
-                                        bool pdl, cudaStream_t stream);
+cudaError_t launch_w8a8_quant_token(const void* x, int x_type, int64_t M, int64_t K, bool int8, void* codes,
+                                    float* scales, bool pdl, cudaStream_t stream);
 
 }  // namespace qlm::cuda

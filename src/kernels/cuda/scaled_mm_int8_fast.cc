@@ -3,7 +3,8 @@
 //
 // Run-time rule: M <= max_m (16; QLM_INT8_FAST_MAX_M overrides it, read in prepare) runs the weight-streaming
 // tensor-core GEMM that serves FP8 too (w8a8_stream_gemm.h; mma.sync m16n8k32 s8 with exact int32 sums): at one
-// token with per-token scales it quantizes the activations itself, otherwise after act_quant.cu's quantizer.
+// token with per-token scales it quantizes the activations itself, otherwise after a quantizer (per-token scales:
+// FP8's vectorised one, launch_w8a8_quant_token; static or per-tensor ones: act_quant.cu's).
 // Larger M, where the GEMM turns compute-bound, runs after the quantizer the CUTLASS TMA + wgmma GEMM with INT8
 // codes (exact int32 sums; the scales and bias in its epilogue; sm_90 exactly, BF16 / F16 output, when CUTLASS was
 // compiled in; FP8's tiles where FP8 takes CUTLASS, 128 x 128 tiles in 2-CTA clusters where FP8 leaves M to
@@ -20,6 +21,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/env_switch.h"
+#include "cuda/context.h"
+#include "cuda/cuda_check.h"
+#include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/int8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
@@ -61,6 +66,10 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     w_ = upload_scaled_mm_weights(c_, w);
     // QLM_INT8_FAST_MAX_M, QLM_INT8_FAST_SPLITS, QLM_INT8_FAST_PDL, ...: w8a8_stream_gemm.h.
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8", kDefaultMaxM);
+    // Per-token scales through the vectorised quantizer FP8 uses, launched for programmatic dependent launch like
+    // FP8's (QLM_INT8_QUANT_PDL=0: plain stream order). act_quant.cu's one-element-at-a-time quantizer it replaces
+    // cost up to 47 µs on 64 tokens of 70b.down (H200, docs/fp8-kernel-notes.md, session 52).
+    quant_pdl_ = stream_->pdl() && env_switch_on("QLM_INT8_QUANT_PDL");
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
     if (W8A8CutlassPath::runs_on(c_)) row_scales_ = weight_row_scales(c_, w, w_);
     cutlass_ = std::make_unique<W8A8CutlassPath>(c_, /*int8=*/true, "QLM_INT8", row_scales_, stream_->pdl());
@@ -71,7 +80,7 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
         check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
     if (stream_->try_run_quantizing(w_, x, M, y, bias)) return;  // one launch: the GEMM encodes x itself
-    const CudaActCodes q = quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
+    const CudaActCodes q = quantize(x, M);
     if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
     else if (!cutlass_->run(w_, q, M, y, bias))
@@ -84,7 +93,7 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
         check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0 || !stream_->runs_tail(M, tail)) return false;
     if (!stream_->try_run_quantizing(w_, x, M, y, bias, &tail))
-      stream_->run(w_, quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x), M, y, bias, &tail);
+      stream_->run(w_, quantize(x, M), M, y, bias, &tail);
     return true;
   }
 
@@ -100,9 +109,24 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
   }
 
  private:
+  // Per-token scales through the vectorised quantizer, static and per-tensor ones through the shared one. Symmetric
+  // codes: no zero points (the large-M paths read none).
+  CudaActCodes quantize(const Tensor& x, int64_t M) const {
+    if (c_.act != ActScheme::DynamicToken) return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
+    CudaActCodes q;
+    q.group = c_.K_p;
+    q.codes = Tensor::empty({M, c_.K_p}, DType::I8, c_.device);
+    q.scales = Tensor::empty({M}, DType::F32, c_.device);
+    QLM_CUDA_CHECK(cuda::launch_w8a8_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
+                                                 /*int8=*/true, q.codes.raw_data(), q.scales.data<float>(), quant_pdl_,
+                                                 cuda::context(c_.device.index).stream));
+    return q;
+  }
+
   ScaledMMConfig c_;
   CudaScaledMMWeights w_;
   std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
+  bool quant_pdl_ = false;                  // the per-token quantizer launched for programmatic dependent launch
   Tensor row_scales_;  // F32 [N_p] weight scales, one per row (weight_row_scales), where CUTLASS runs
   std::unique_ptr<W8A8CutlassPath> cutlass_;  // larger M on sm_90, where its rule takes M
   std::unique_ptr<Int8LtGemm> lt_;            // larger M otherwise
