@@ -6,7 +6,6 @@
 
 #include "core/tensor.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/linear_tail.h"
 #include "quant/wna16_weights.h"
 
 namespace qlm {
@@ -34,12 +33,6 @@ class MPLinearKernel {
   // y[M, N_p] = x[M, K_p] · W (+ bias[N_p] if bias is non-null). x and y are contiguous F32 on CPU;
   // y is allocated by the caller.
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
-  // run() and then, inside the same launch, `tail` on y (kernels/linear_tail.h), where this kernel can for this M;
-  // false: nothing ran, the caller runs the layer and the tail apart. Default: never.
-  virtual bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const {
-    (void)x, (void)y, (void)bias, (void)tail;
-    return false;
-  }
   // Bytes of the prepared weights (for benchmarks' bandwidth numbers).
   virtual size_t weight_bytes() const = 0;
   // The code path run() takes for M rows ("gemv", "tiled", ...), for benchmarks' records; empty

@@ -16,7 +16,6 @@
 
 #include "core/tensor.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/linear_tail.h"
 
 namespace qlm {
 
@@ -63,12 +62,6 @@ class ScaledMMKernel {
   virtual void prepare(ScaledMMWeights weights) = 0;
   // y[M, N_p] = x[M, K_p] · Wᵀ (+ bias). x, y contiguous F32 on CPU; y allocated by the caller.
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
-  // run() and then, inside the same launch, `tail` on y (kernels/linear_tail.h), where this kernel can for this M;
-  // false: nothing ran, the caller runs the layer and the tail apart. Default: never.
-  virtual bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const {
-    (void)x, (void)y, (void)bias, (void)tail;
-    return false;
-  }
   virtual size_t weight_bytes() const = 0;
   // The code path run() takes for M rows, for benchmarks' records; empty for a kernel with one path.
   virtual std::string path(int64_t M) const {

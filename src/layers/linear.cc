@@ -449,7 +449,7 @@ Tensor allocate_linear_output(const Tensor& x, int64_t N) {
   return Tensor::empty({x.size(0), N}, x.dtype(), x.device());
 }
 
-void LinearLayer::check_forward_input(const Tensor& x) const {
+Tensor LinearLayer::forward(const Tensor& x) {
   if (!finalized_)
     fail("layer.not_finalized", {.file = {}, .tensor = {}, .layer = prefix()}, "load the checkpoint (and finalize) before running",
          "forward() called before finalize()");
@@ -457,10 +457,6 @@ void LinearLayer::check_forward_input(const Tensor& x) const {
   if (x.dim() != 2 || x.size(1) != K_p_ || x.dtype() != want || !(x.device() == ctx_.device))
     fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "", "expects {}[M, {}] input on {}, got {} on {}",
          dtype_name(want), K_p_, ctx_.device.str(), x.str(), x.device().str());
-}
-
-Tensor LinearLayer::forward(const Tensor& x) {
-  check_forward_input(x);
   const bool add_bias = spec_.bias && (spec_.kind != LinearKind::Row || tp_.rank == 0);
   Tensor y = method_->apply(*this, x.contiguous(), add_bias ? &bias_f32_ : nullptr);
   if (spec_.kind == LinearKind::Row && tp_.size > 1 && spec_.reduce_results) {
@@ -470,13 +466,6 @@ Tensor LinearLayer::forward(const Tensor& x) {
     tp_.comm->all_reduce_sum(y);
   }
   return y;
-}
-
-std::optional<Tensor> LinearLayer::forward_with_tail(const Tensor& x, const AddRmsNormTail& tail) {
-  check_forward_input(x);
-  if (spec_.kind == LinearKind::Row && tp_.size > 1 && spec_.reduce_results) return std::nullopt;  // sums first
-  const bool add_bias = spec_.bias && (spec_.kind != LinearKind::Row || tp_.rank == 0);
-  return method_->apply_with_tail(*this, x.contiguous(), add_bias ? &bias_f32_ : nullptr, tail);
 }
 
 }  // namespace qlm

@@ -5,13 +5,11 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/linear_tail.h"
 #include "layers/parameter.h"
 #include "parallel/communicator.h"
 #include "quant/quantization_config.h"
@@ -85,10 +83,6 @@ class LinearLayer {
 
   // y[M, N_p] (or [M, N] for row-parallel after the reduction) = x · W + bias.
   Tensor forward(const Tensor& x);
-  // forward() with `tail` (kernels/linear_tail.h) run on its output inside the kernel's own launch, where the kernel
-  // can for this x and the output needs no reduction across ranks; nullopt: nothing ran (call forward() and run the
-  // tail apart).
-  std::optional<Tensor> forward_with_tail(const Tensor& x, const AddRmsNormTail& tail);
 
   // The prepared weight [N_p, K_p] of an unquantized layer kept plainly on its device (LinearMethod::
   // dense_device_weight), null otherwise; finalize() first.
@@ -108,7 +102,6 @@ class LinearLayer {
   int64_t disk_units(const Parameter& p, int64_t logical, const std::string& source) const;
   void check_output_extent(const Parameter& p, const Tensor& full, int64_t logical, const std::string& source) const;
   void check_partitions() const;
-  void check_forward_input(const Tensor& x) const;
   Tensor bias_f32_;  // the bias converted once in finalize(), on the layer's device
   LinearSpec spec_;
   QuantContext ctx_;

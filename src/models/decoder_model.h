@@ -157,13 +157,6 @@ class DecoderModel {
   std::string decode_graph_status_;
   bool decode_eager_ = false;  // decided for good: single-token steps run eagerly (status says why)
   bool device_warm_ = false;  // an eager forward ran (kernels' lazily made state exists)
-  // The residual add and RMSNorm after o_proj / down_proj run as the projection kernel's tail where it can
-  // (AddRmsNormTail; QLM_NORM_IN_GEMM=1 / 0 at load, default kNormInGemmByDefault in decoder_model_cuda.cc).
-  bool norm_in_gemm_ = true;
-  // linear(in), then x += its output and the RMSNorm of x with norm_weight, in the linear kernel's own launch: the
-  // normed rows in the act dtype, or nullopt (nothing ran) where the kernel cannot or norm_in_gemm_ is off.
-  std::optional<Tensor> linear_with_norm_tail(LinearLayer& linear, const Tensor& in, Tensor& x,
-                                              const Tensor& norm_weight, float eps);
   struct DeviceNorms {
     Tensor input_norm, post_norm, q_norm, k_norm;
   };

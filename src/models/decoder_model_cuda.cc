@@ -20,7 +20,6 @@
 #include "core/device_memory.h"
 #include "core/env_switch.h"
 #include "cuda/step_readback.h"
-#include "kernels/linear_tail.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
 
@@ -43,15 +42,10 @@ bool norm_next_first(NormNextFirst which) {
   static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", kBeforeQkv);
   return (bits & which) != 0;
 }
-// Whether the residual add + RMSNorm after o_proj / down_proj run as the projection kernel's tail unless
-// QLM_NORM_IN_GEMM says otherwise: off until its GPU tests and a decode A/B have run on a GPU (written in session 51
-// without one).
-constexpr int64_t kNormInGemmByDefault = 0;
 }  // namespace
 
 void DecoderModel::finish_load_device() {
   const Device device = options_.ctx.device;
-  norm_in_gemm_ = env_int("QLM_NORM_IN_GEMM", kNormInGemmByDefault) != 0;
   device_embedding_ = embedding_.to_device(device);
   device_final_norm_ = upload_f32(final_norm_, device);
   device_norms_.resize(blocks_.size());
@@ -116,22 +110,17 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
   const int64_t T = x.size(0), d = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  // Each residual add runs inside the RMSNorm that follows it: the tail of the projection before it where its kernel
-  // can (`normed`: the next layer's qkv input, made so by the down projection), else add_rms_norm with `pending`, the
-  // last layer output not yet added to x.
-  const int64_t rows = all_logits ? T : 1;  // x is not used after the final norm: only its normed rows get the output
-  Tensor pending, normed;
+  // Each residual add runs inside the RMSNorm that follows it (add_rms_norm): `pending` is the last
+  // layer output not yet added to x.
+  Tensor pending;
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     Block& b = blocks_[static_cast<size_t>(l)];
     const DeviceNorms& norms = device_norms_[static_cast<size_t>(l)];
 
     // Attention: the q | k | v columns of the qkv output become F32 queries (q/k norm, rotary) and K / V
     // rows of the cache in one kernel.
-    const Tensor qkv = b.qkv->forward(normed.defined() ? normed
-                                                       : ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps,
-                                                                               act, norm_next_first(kBeforeQkv)));
-    normed = Tensor();
-    pending = Tensor();
+    const Tensor qkv = b.qkv->forward(
+        ops::cu::add_rms_norm(x, pending, 0, T, norms.input_norm, eps, act, norm_next_first(kBeforeQkv)));
     QLM_CHECK(qkv.size(1) == (heads_ + 2 * kv_heads_) * d);
     const Tensor q = separate_attention_prep()
                          ? prepare_attention_separately(qkv, norms, eps, rope, l, past, past_slot)
@@ -139,47 +128,18 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
                                                       *device_cache_, l, past, past_slot);
     const ops::AttentionParams params{.heads = heads_, .kv_heads = kv_heads_, .head_dim = d, .scale = scale,
                                       .sliding_window = config_.sliding_window[static_cast<size_t>(l)]};
-    const Tensor attn = ops::cu::attention(q, past, *device_cache_, l, params, act, past_slot);
-    std::optional<Tensor> h = linear_with_norm_tail(*b.o, attn, x, norms.post_norm, eps);
-    if (!h)
-      h = ops::cu::add_rms_norm(x, b.o->forward(attn), 0, T, norms.post_norm, eps, act, norm_next_first(kBeforeMlp));
+    const Tensor attn_out = b.o->forward(ops::cu::attention(q, past, *device_cache_, l, params, act, past_slot));
 
-    // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down, whose tail may be the next norm.
-    if (b.moe) {
-      pending = b.moe->forward(*h);
-      continue;
-    }
-    const Tensor gated = ops::cu::silu_and_mul(b.gate_up->forward(*h));
-    const bool last = l + 1 == config_.num_layers;
-    const Tensor& next_norm = last ? device_final_norm_ : device_norms_[static_cast<size_t>(l + 1)].input_norm;
-    if (std::optional<Tensor> n =
-            last && rows != T ? std::nullopt : linear_with_norm_tail(*b.down, gated, x, next_norm, eps))
-      normed = *std::move(n);
-    else
-      pending = b.down->forward(gated);
+    // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
+    const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act, norm_next_first(kBeforeMlp));
+    pending = b.moe ? b.moe->forward(h) : b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h)));
   }
-  Tensor logits =
-      lm_head_->forward(normed.defined() ? normed
-                                         : ops::cu::add_rms_norm(x, pending, T - rows, rows, device_final_norm_, eps,
-                                                                 act, norm_next_first(kBeforeLmHead)));
+  // x is not used after the final norm, so only its normed rows get the last layer's output.
+  const int64_t rows = all_logits ? T : 1;
+  Tensor logits = lm_head_->forward(
+      ops::cu::add_rms_norm(x, pending, T - rows, rows, device_final_norm_, eps, act, norm_next_first(kBeforeLmHead)));
   if (gather_logits_) logits = options_.tp.comm->all_gather(logits, 1);  // vocab-split lm_head (NCCL)
   return ops::cu::to_f32(logits);
-}
-
-std::optional<Tensor> DecoderModel::linear_with_norm_tail(LinearLayer& linear, const Tensor& in, Tensor& x,
-                                                          const Tensor& norm_weight, float eps) {
-  // More rows than any tail takes: not even the output's allocation.
-  if (!norm_in_gemm_ || in.size(0) > kAddRmsNormTailMaxRows) return std::nullopt;
-  const int64_t dim = x.size(1);
-  Tensor out = Tensor::empty({in.size(0), dim}, options_.ctx.act_dtype, x.device());
-  const AddRmsNormTail tail{.residual = x.data<float>(),
-                            .residual_stride = dim,
-                            .weight = norm_weight.data<float>(),
-                            .out = out.raw_data(),
-                            .out_stride = dim,
-                            .eps = eps};
-  if (!linear.forward_with_tail(in, tail)) return std::nullopt;
-  return out;
 }
 
 std::string DecoderModel::decode_graph_obstacle() const {

@@ -13,7 +13,6 @@
 #include "core/tensor.h"
 #include "io/json.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/linear_tail.h"
 
 namespace qlm {
 
@@ -55,13 +54,6 @@ class LinearMethod {
   // context's act_dtype on CUDA; bias (may be null): F32 [N_p] on the same device. y: [M, N_p],
   // x's dtype and device (allocate_linear_output).
   virtual Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) = 0;
-  // apply() with `tail` (kernels/linear_tail.h) run on y inside the kernel's own launch, where the layer's kernel
-  // can for this x; nullopt: nothing ran (the caller applies the layer and runs the tail apart). Default: never.
-  virtual std::optional<Tensor> apply_with_tail(LinearLayer& layer, const Tensor& x, const Tensor* bias,
-                                                const AddRmsNormTail& tail) {
-    (void)layer, (void)x, (void)bias, (void)tail;
-    return std::nullopt;
-  }
   // One line for plans and summaries: "uint4b8 g128 act-order".
   virtual std::string describe() const = 0;
   // Online quantization (vLLM's uses_meta_device): the loader finalizes the layer as soon as its

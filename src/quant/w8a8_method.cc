@@ -313,13 +313,4 @@ Tensor W8A8LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor
   return y;
 }
 
-std::optional<Tensor> W8A8LinearMethod::apply_with_tail(LinearLayer& layer, const Tensor& x, const Tensor* bias,
-                                                        const AddRmsNormTail& tail) {
-  if (!kernel_) return apply(layer, x, bias);  // refused there, naming the layer
-  Tensor in = x.contiguous();
-  Tensor y = allocate_linear_output(in, N_p_);
-  if (!kernel_->run_with_tail(in, y, bias, tail)) return std::nullopt;
-  return y;
-}
-
 }  // namespace qlm

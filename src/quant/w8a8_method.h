@@ -49,8 +49,6 @@ class W8A8LinearMethod final : public LinearMethod {
                       int64_t N, DType params_dtype) override;
   void process_weights_after_loading(LinearLayer& layer) override;
   Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) override;
-  std::optional<Tensor> apply_with_tail(LinearLayer& layer, const Tensor& x, const Tensor* bias,
-                                        const AddRmsNormTail& tail) override;
   std::string describe() const override;
   bool uses_meta_device() const override { return scheme_.online != OnlineQuant::None; }
 

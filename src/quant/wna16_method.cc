@@ -189,15 +189,6 @@ Tensor WNA16LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tenso
   return y;
 }
 
-std::optional<Tensor> WNA16LinearMethod::apply_with_tail(LinearLayer& layer, const Tensor& x, const Tensor* bias,
-                                                         const AddRmsNormTail& tail) {
-  if (standard_only_ || !kernel_) return apply(layer, x, bias);  // refused there, naming what is wrong
-  Tensor in = x.contiguous();
-  Tensor y = allocate_linear_output(in, geo_.N_p);
-  if (!kernel_->run_with_tail(in, y, bias, tail)) return std::nullopt;
-  return y;
-}
-
 std::vector<uint8_t> transpose_codes(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols) {
   std::vector<uint8_t> t(codes.size());
   for (int64_t r = 0; r < rows; ++r)

@@ -53,8 +53,6 @@ class WNA16LinearMethod : public LinearMethod {
                       int64_t N, DType params_dtype) final;
   void process_weights_after_loading(LinearLayer& layer) final;
   Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) final;
-  std::optional<Tensor> apply_with_tail(LinearLayer& layer, const Tensor& x, const Tensor* bias,
-                                        const AddRmsNormTail& tail) final;
   std::string name() const override { return format_; }
   std::string describe() const override;
 

@@ -19,9 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/synthetic_checkpoint.h"
 #include "cuda/device.h"
-#include "kernels/cuda/wna16_fast_paths.h"
 #include "models/model_fixtures.h"
 #include "parallel/nccl_comm.h"
 #include "runtime/generation.h"
@@ -29,8 +27,6 @@
 #include "runtime/sampling.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "support/expect_error.h"
-#include "support/scoped_env.h"
-#include "support/temp_dir.h"
 
 namespace qlm {
 namespace {
@@ -321,63 +317,6 @@ TEST(CudaModelTest, DeviceGreedyDecodeOverSegments) {
   EXPECT_EQ(*steps, 600);
   EXPECT_EQ(got, want);
   EXPECT_EQ(dev->cache_length(), 609);
-}
-
-// The nodes of a decode graph's status, "graph (N nodes: ...)" -> N (-1 if it is not a graph).
-int64_t graph_nodes(const std::string& status) {
-  if (!status.starts_with("graph (")) return -1;
-  return std::atoll(status.c_str() + 7);
-}
-
-// The residual add and RMSNorm after o_proj and down_proj run as their kernel's tail (QLM_NORM_IN_GEMM, on by
-// default) give the logits of the separate norm kernels bit for bit: graph decode steps, whose graph has two norm
-// kernels per layer fewer; prefills of 9 and 40 tokens (more rows than a tail takes: the norms apart) alike.
-// Small Llama-shaped checkpoints: int4 GPTQ on the W4A16 stream kernel (forced on every layer), FP8 and INT8 W8A8
-// dynamic on the streaming GEMM with its K split in 4 (the split reduction runs the tail).
-TEST(CudaModelTest, NormInGemmMatchesSeparateNorms) {
-  SKIP_WITHOUT_GPU();
-  if (cuda_devices()[0].capability < 90) GTEST_SKIP() << "the kernels with a tail need sm_90";
-  for (const bench::SyntheticFormat format :
-       {bench::SyntheticFormat::Gptq4, bench::SyntheticFormat::Fp8Dynamic, bench::SyntheticFormat::Int8Dynamic}) {
-    SCOPED_TRACE(static_cast<int>(format));
-    testing::TempDir dir;
-    const bench::SyntheticShape shape{.hidden = 1024,
-                                      .intermediate = 2816,
-                                      .layers = 3,
-                                      .heads = 8,
-                                      .kv_heads = 2,
-                                      .vocab = 512,
-                                      .group = 128,
-                                      .format = format};
-    bench::write_synthetic_checkpoint(dir.path(), shape);
-    set_wna16_fast_path(Wna16FastPath::Stream);
-    testing::ScopedEnv fp8_splits("QLM_FP8_FAST_SPLITS", "4"), int8_splits("QLM_INT8_FAST_SPLITS", "4");
-    std::unique_ptr<runtime::Model> apart, tail;
-    {
-      testing::ScopedEnv off("QLM_NORM_IN_GEMM", "0");
-      apart = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
-    }
-    {
-      testing::ScopedEnv on("QLM_NORM_IN_GEMM", "1");
-      tail = runtime::Model::load(dir.path(), cuda_options(DType::BF16));
-    }
-    const std::vector<int32_t> tokens = random_tokens(40, shape.vocab, 77);
-    const std::span<const int32_t> all(tokens);
-    EXPECT_EQ(testing::normwise_relative_error(tail->forward(all), apart->forward(all)), 0.0) << "40-token prefill";
-    tail->reset();
-    apart->reset();
-    EXPECT_EQ(testing::normwise_relative_error(tail->forward(all.first(9)), apart->forward(all.first(9))), 0.0)
-        << "9-token prefill";
-    const std::span<const int32_t> steps = all.subspan(9, 8);
-    EXPECT_EQ(testing::normwise_relative_error(step_logits(*tail, steps), step_logits(*apart, steps)), 0.0)
-        << "decode steps";
-    const int64_t nodes_tail = graph_nodes(tail->decode_graph_status()),
-                  nodes_apart = graph_nodes(apart->decode_graph_status());
-    EXPECT_GT(nodes_apart, 0) << apart->decode_graph_status();
-    EXPECT_EQ(nodes_tail, nodes_apart - 2 * shape.layers)
-        << tail->decode_graph_status() << " vs " << apart->decode_graph_status();
-    set_wna16_fast_path(Wna16FastPath::Auto);
-  }
 }
 
 // Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;

@@ -144,14 +144,15 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
 void check_int8_token_quantizer(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool pdl) {
   const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
   Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
-  Tensor codes = Tensor::empty({M, K}, DType::I8, Device::cuda(0));
-  Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));
   // Poisoned: every code and scale must be written.
-  const cudaStream_t stream = cuda::context(0).stream;
-  ASSERT_EQ(cudaMemsetAsync(codes.raw_data(), 0x5a, static_cast<size_t>(M * K), stream), cudaSuccess);
-  ASSERT_EQ(cudaMemsetAsync(scales.raw_data(), 0xff, static_cast<size_t>(M) * sizeof(float), stream), cudaSuccess);
+  Tensor codes = Tensor::empty({M, K}, DType::I8, Device::cpu());
+  std::fill_n(codes.data<int8_t>(), M * K, int8_t{0x5a});
+  codes = codes.to_device(Device::cuda(0));
+  Tensor scales =
+      Tensor::from_vector(std::vector<float>(static_cast<size_t>(M), std::numeric_limits<float>::quiet_NaN()), {M})
+          .to_device(Device::cuda(0));
   ASSERT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, /*int8=*/true, codes.raw_data(),
-                                          scales.data<float>(), pdl, stream),
+                                          scales.data<float>(), pdl, cuda::context(0).stream),
             cudaSuccess)
       << what;
   const Tensor got_codes = codes.to_device(Device::cpu());

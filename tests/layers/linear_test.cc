@@ -284,27 +284,5 @@ TEST(LinearLayer, FinalizeReportsUnwrittenParamsAndForwardNeedsIt) {
   EXPECT_QLM_ERROR(l.forward(Tensor::zeros({1, 15}, DType::F32)), "layer.input_shape", "F32[M, 16]");
 }
 
-// forward_with_tail checks its input like forward, and where the kernel offers no tail (every CPU kernel) runs
-// nothing: nullopt, the residual and the output buffer untouched.
-TEST(LinearLayer, ForwardWithTailRunsNothingWithoutATailKernel) {
-  LinearLayer l({.prefix = "o_proj", .kind = LinearKind::Row, .input_size = 16, .output_size = 8}, nullptr, cpu(),
-                {.rank = 0, .size = 1, .comm = nullptr});
-  l.load_weight("weight", grid(8, 16), ShardId::whole(), "o_proj.weight");
-  std::vector<float> residual(2 * 8, 1.5f), weight(8, 1.0f), out(2 * 8, -7.0f);
-  const AddRmsNormTail tail{.residual = residual.data(),
-                            .residual_stride = 8,
-                            .weight = weight.data(),
-                            .out = out.data(),
-                            .out_stride = 8,
-                            .eps = 1e-6f};
-  EXPECT_QLM_ERROR(l.forward_with_tail(Tensor::zeros({2, 16}, DType::F32), tail), "layer.not_finalized",
-                   "before finalize");
-  l.finalize();
-  EXPECT_QLM_ERROR(l.forward_with_tail(Tensor::zeros({2, 15}, DType::F32), tail), "layer.input_shape", "F32[M, 16]");
-  EXPECT_FALSE(l.forward_with_tail(Tensor::zeros({2, 16}, DType::F32), tail).has_value());
-  EXPECT_EQ(residual, std::vector<float>(2 * 8, 1.5f));
-  EXPECT_EQ(out, std::vector<float>(2 * 8, -7.0f));
-}
-
 }  // namespace
 }  // namespace qlm

@@ -89,15 +89,6 @@ class ScaledMMFp8FastKernel final : public ScaledMMKernel {
       lt_->run(w_, q, M, y, bias);
   }
 
-  // The streaming GEMM's split reduction runs the tail where it splits K (w8a8_stream_gemm.h).
-  bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const override {
-    const int64_t M =
-        check_cuda_linear_args("cuda_scaled_mm_fp8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
-    if (M == 0 || !stream_->runs_tail(M, tail)) return false;
-    if (!stream_->try_run_quantizing(w_, x, M, y, bias, &tail)) stream_->run(w_, quantize(x, M), M, y, bias, &tail);
-    return true;
-  }
-
   std::string path(int64_t M) const override {
     if (stream_->serves(M)) return stream_->path(M);
     return cutlass_->path(M).value_or("cublaslt");

@@ -5,7 +5,6 @@
 
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/act_quant_device.cuh"
-#include "kernels/cuda/add_rms_norm_tail.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 
@@ -449,16 +448,6 @@ __global__ void fp8_fast_reduce_kernel(Fp8FastGemmArgs a) {
     const float r[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
     for (int c = 0; c < 4; ++c) store_scaled<T>(a, e + c, n + c, r[c], sx);
-  }
-  if constexpr (!std::is_same_v<T, float>) {
-    if (a.tail.residual != nullptr) {
-      // The block that finishes last runs the tail on the whole output.
-      __shared__ bool is_last;
-      __shared__ double partial[32];
-      last_block_add_rms_norm<std::is_same_v<T, __nv_bfloat16>>(a.tail, a.tail_done, static_cast<const uint16_t*>(a.y),
-                                                                a.N, static_cast<int>(a.M), threadIdx.x, blockDim.x,
-                                                                partial, is_last, [] { __syncthreads(); });
-    }
   }
 }
 

@@ -25,8 +25,6 @@
 
 #include <cstdint>
 
-#include "kernels/linear_tail.h"
-
 namespace qlm::cuda {
 
 constexpr int kFp8FastRowsPerBlock = 128;  // weight rows (outputs n) per block
@@ -56,11 +54,6 @@ struct Fp8FastGemmArgs {
   // INT8). Block (0, 0) writes the scales to sx_out [M] (for the split reduction, and for callers that want them).
   const void* x = nullptr;
   float* sx_out = nullptr;
-  // With splits > 1 and F16 / BF16 y: the residual add and RMSNorm of the whole output (tail.residual null: none; N
-  // = the norm's width), run by the reduction's block that finishes last, which tail_done (one unsigned, zero; left
-  // zero) tells.
-  AddRmsNormTail tail;
-  unsigned* tail_done = nullptr;
 };
 // Tokens up to which the GEMM may quantize its activations itself: every block reads each token's whole row (from
 // L2) for the absmax, so this stays small.

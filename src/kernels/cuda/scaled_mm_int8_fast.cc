@@ -69,7 +69,9 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     // Per-token scales through the vectorised quantizer FP8 uses, launched for programmatic dependent launch like
     // FP8's (QLM_INT8_QUANT_PDL=0: plain stream order). act_quant.cu's one-element-at-a-time quantizer it replaces
     // cost up to 47 µs on 64 tokens of 70b.down (H200, docs/fp8-kernel-notes.md, session 52).
+    // QLM_INT8_VEC_QUANT=0 takes act_quant.cu's instead (the same codes; for measuring the difference).
     quant_pdl_ = stream_->pdl() && env_switch_on("QLM_INT8_QUANT_PDL");
+    vec_quant_ = env_switch_on("QLM_INT8_VEC_QUANT");
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
     if (W8A8CutlassPath::runs_on(c_)) row_scales_ = weight_row_scales(c_, w, w_);
     cutlass_ = std::make_unique<W8A8CutlassPath>(c_, /*int8=*/true, "QLM_INT8", row_scales_, stream_->pdl());
@@ -87,16 +89,6 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
       lt_->run(w_, q, M, y, bias);
   }
 
-  // The streaming GEMM's split reduction runs the tail where it splits K (w8a8_stream_gemm.h).
-  bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const override {
-    const int64_t M =
-        check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
-    if (M == 0 || !stream_->runs_tail(M, tail)) return false;
-    if (!stream_->try_run_quantizing(w_, x, M, y, bias, &tail))
-      stream_->run(w_, quantize(x, M), M, y, bias, &tail);
-    return true;
-  }
-
   std::string path(int64_t M) const override {
     if (stream_->serves(M)) return stream_->path(M);
     return cutlass_->path(M).value_or("cublaslt");
@@ -112,7 +104,8 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
   // Per-token scales through the vectorised quantizer, static and per-tensor ones through the shared one. Symmetric
   // codes: no zero points (the large-M paths read none).
   CudaActCodes quantize(const Tensor& x, int64_t M) const {
-    if (c_.act != ActScheme::DynamicToken) return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
+    if (c_.act != ActScheme::DynamicToken || !vec_quant_)
+      return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
     CudaActCodes q;
     q.group = c_.K_p;
     q.codes = Tensor::empty({M, c_.K_p}, DType::I8, c_.device);
@@ -127,6 +120,7 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
   CudaScaledMMWeights w_;
   std::unique_ptr<W8A8StreamGemm> stream_;  // M within its bound
   bool quant_pdl_ = false;                  // the per-token quantizer launched for programmatic dependent launch
+  bool vec_quant_ = true;                   // per-token scales through launch_w8a8_quant_token
   Tensor row_scales_;  // F32 [N_p] weight scales, one per row (weight_row_scales), where CUTLASS runs
   std::unique_ptr<W8A8CutlassPath> cutlass_;  // larger M on sm_90, where its rule takes M
   std::unique_ptr<Int8LtGemm> lt_;            // larger M otherwise

@@ -8,7 +8,6 @@
 #include <cstdlib>
 
 #include "core/env_switch.h"
-#include "core/error.h"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
@@ -35,8 +34,6 @@ W8A8StreamGemm::W8A8StreamGemm(const ScaledMMConfig& c, bool int8, const std::st
   if (const char* env = std::getenv((env_prefix + "_FUSED_QUANT_MAX_M").c_str()))
     fused_quant_max_m_ = per_token ? std::clamp<int64_t>(std::atoll(env), 0, cuda::kFp8FastFusedQuantMaxTokens) : 0;
   if (fused_quant_max_m_ > 0) scales_out_ = Tensor::empty({cuda::kFp8FastFusedQuantMaxTokens}, DType::F32, c_.device);
-  // Zeroed now, not inside a CUDA graph's capture (a memset node replayed before every call).
-  tail_done_ = Tensor::zeros({1}, DType::U32, c_.device);
   for (int i = 0; i < 4; ++i) {
     int blocks = 0;
     QLM_CUDA_CHECK(cuda::fp8_fast_occupancy(8 << i, int8_, &blocks));
@@ -79,14 +76,9 @@ std::pair<int, int64_t> W8A8StreamGemm::plan(int64_t M, int sm_count) const {
   return {best, best_slice * cuda::kFp8FastStepK};
 }
 
-bool W8A8StreamGemm::runs_tail(int64_t M, const AddRmsNormTail& tail) const {
-  return serves(M) && M <= cuda::kFp8FastMaxTokens && (c_.act_dtype == DType::BF16 || c_.act_dtype == DType::F16) &&
-         plan(M, cuda::context(c_.device.index).sm_count).first > 1 && add_rms_norm_tail_fits(tail, c_.N_p, M);
-}
-
-void W8A8StreamGemm::run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias,
-                         const AddRmsNormTail* tail) const {
-  launch(w, &q.codes, nullptr, q.scales, M, y, bias, tail);
+void W8A8StreamGemm::run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y,
+                         const Tensor* bias) const {
+  launch(w, &q.codes, nullptr, q.scales, M, y, bias);
 }
 
 std::string W8A8StreamGemm::path(int64_t M) const {
@@ -95,15 +87,14 @@ std::string W8A8StreamGemm::path(int64_t M) const {
 }
 
 bool W8A8StreamGemm::try_run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y,
-                                        const Tensor* bias, const AddRmsNormTail* tail) const {
+                                        const Tensor* bias) const {
   if (!quantizes_in_gemm(M) || reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0) return false;
-  launch(w, nullptr, &x, scales_out_, M, y, bias, tail);
+  launch(w, nullptr, &x, scales_out_, M, y, bias);
   return true;
 }
 
 void W8A8StreamGemm::launch(const CudaScaledMMWeights& w, const Tensor* codes, const Tensor* x_fused,
-                            const Tensor& scales, int64_t M, Tensor& y, const Tensor* bias,
-                            const AddRmsNormTail* tail) const {
+                            const Tensor& scales, int64_t M, Tensor& y, const Tensor* bias) const {
   cuda::Context& ctx = cuda::context(c_.device.index);
   const int64_t N = c_.N_p, K = c_.K_p;
   const size_t y_elem = dtype_size(c_.act_dtype);
@@ -137,12 +128,6 @@ void W8A8StreamGemm::launch(const CudaScaledMMWeights& w, const Tensor* codes, c
       if (!partial.defined() || partial.numel() < splits * mc * N)
         partial = Tensor::empty({splits * mc * N}, DType::F32, c_.device);
       a.partial = partial.data<float>();
-    }
-    if (tail) {  // runs_tail(M): one chunk, split
-      QLM_CHECK(splits > 1 && mc == M);
-      a.tail = *tail;
-      Tensor done = tail_done_;  // a handle on the counter, which the reduction writes
-      a.tail_done = done.data<uint32_t>();
     }
     QLM_CUDA_CHECK(cuda::launch_fp8_fast_gemm(a, ctx.stream));
   }

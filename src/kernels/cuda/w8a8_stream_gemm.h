@@ -35,23 +35,19 @@ class W8A8StreamGemm {
   // Launched with programmatic dependent launch (the kernel before it may be launched for it too).
   bool pdl() const { return pdl_; }
 
-  // Whether run / try_run_quantizing can take an AddRmsNormTail for M tokens (kernels/linear_tail.h): served in one
-  // launch that splits K (the split reduction's last block runs it), F16 / BF16 output, rows the tail fits.
-  bool runs_tail(int64_t M, const AddRmsNormTail& tail) const;
-  // y = (codes of q · w) * scales (+ bias), q from a quantizer (one scale per row); serves(M). tail: runs_tail(M).
-  void run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias,
-           const AddRmsNormTail* tail = nullptr) const;
+  // y = (codes of q · w) * scales (+ bias), q from a quantizer (one scale per row); serves(M).
+  void run(const CudaScaledMMWeights& w, const CudaActCodes& q, int64_t M, Tensor& y, const Tensor* bias) const;
   // The same from x itself, quantized per token inside the GEMM, when quantizes_in_gemm(M) and x is 16-byte aligned
   // (its 16-byte loads; a quantizer needs the same, so a misaligned view never gets this far in practice). False,
   // having done nothing, otherwise: the caller quantizes and calls run.
-  bool try_run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y, const Tensor* bias,
-                          const AddRmsNormTail* tail = nullptr) const;
+  bool try_run_quantizing(const CudaScaledMMWeights& w, const Tensor& x, int64_t M, Tensor& y,
+                          const Tensor* bias) const;
 
  private:
   std::pair<int, int64_t> plan(int64_t M, int sm_count) const;  // (splits, K slice)
   // x_fused: quantized in the GEMM, its scales written to `scales`; else `codes` and `scales` from a quantizer.
   void launch(const CudaScaledMMWeights& w, const Tensor* codes, const Tensor* x_fused, const Tensor& scales, int64_t M,
-              Tensor& y, const Tensor* bias, const AddRmsNormTail* tail) const;
+              Tensor& y, const Tensor* bias) const;
 
   ScaledMMConfig c_;
   bool int8_ = false;
@@ -62,7 +58,6 @@ class W8A8StreamGemm {
   // The per-token scales a quantizing GEMM writes (block (0, 0)) for its split reduction: kFp8FastFusedQuantMaxTokens
   // floats, allocated at load where the GEMM quantizes at all. Calls on one stream are ordered, so one buffer serves.
   Tensor scales_out_;
-  Tensor tail_done_;  // U32 [1], zero: the split reduction's count of finished blocks for a tail (left zero)
   int occupancy_[4] = {1, 1, 1, 1};  // resident blocks per SM of the 8/16/32/64-token instances
 };
 

@@ -461,35 +461,6 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t M = check_args(x, y, bias);
     if (!prepared_)
       fail("kernel.args", {}, "call prepare() before run()", "cuda_wna16_fast: run() before the weights were prepared");
-    run_path(x, y, bias, M, nullptr);
-  }
-
-  // The stream kernel's last block runs the tail (wna16_fast_kernels.h); the other paths leave it to the caller.
-  bool run_with_tail(const Tensor& x, Tensor& y, const Tensor* bias, const AddRmsNormTail& tail) const override {
-    const int64_t M = check_args(x, y, bias);
-    if (!prepared_ || path_for(M) != Wna16FastPath::Stream || !add_rms_norm_tail_fits(tail, cfg_.N_p, M)) return false;
-    run_path(x, y, bias, M, &tail);
-    return true;
-  }
-
-  size_t weight_bytes() const override {
-    return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
-  }
-  std::string path(int64_t M) const override {
-    switch (path_for(M)) {
-      case Wna16FastPath::Gemv: return "gemv";
-      case Wna16FastPath::Tiled: return "tiled";
-      case Wna16FastPath::Stream: return "stream";
-      case Wna16FastPath::Wgmma: return "wgmma";
-      case Wna16FastPath::Cublas: return "dequant+cublas";
-      case Wna16FastPath::Auto: break;
-    }
-    return "?";
-  }
-
- private:
-  // tail: only on the stream path (run_with_tail checked it).
-  void run_path(const Tensor& x, Tensor& y, const Tensor* bias, int64_t M, const AddRmsNormTail* tail) const {
     cuda::Context& ctx = cuda::context(cfg_.device.index);
     const float* b = bias ? bias->data<float>() : nullptr;
     const Wna16FastPath path = path_for(M);
@@ -527,12 +498,28 @@ class CudaWna16FastKernel final : public MPLinearKernel {
       return;
     }
     if (path == Wna16FastPath::Stream) {
-      run_stream(ctx, xk, ldx, M, b, y, tail);
+      run_stream(ctx, xk, ldx, M, b, y);
       return;
     }
     run_gemv(ctx, xk, ldx, M, b, y);
   }
 
+  size_t weight_bytes() const override {
+    return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
+  }
+  std::string path(int64_t M) const override {
+    switch (path_for(M)) {
+      case Wna16FastPath::Gemv: return "gemv";
+      case Wna16FastPath::Tiled: return "tiled";
+      case Wna16FastPath::Stream: return "stream";
+      case Wna16FastPath::Wgmma: return "wgmma";
+      case Wna16FastPath::Cublas: return "dequant+cublas";
+      case Wna16FastPath::Auto: break;
+    }
+    return "?";
+  }
+
+ private:
   // Whether the stream and wgmma grids line up with their tiles (wna16_aligned_grid; QLM_W4FAST_ALIGNED_GRID=0: the
   // largest grid instead, as before session 31).
   static bool aligned_grids() {
@@ -561,8 +548,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   // One persistent block per multiprocessor (never more blocks than k-stages), partial sums only for
   // tiles split between blocks.
-  void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y,
-                  const AddRmsNormTail* tail) const {
+  void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
     const int mt = stream_mt(M);
     // QLM_W4FAST_STREAM_BLOCKS=n (tuning): a grid of at most n blocks, e.g. one or two short of the SM count so
     // that the kernels around it keep multiprocessors of their own (the kernel's cost inside the model, notes v7f).
@@ -584,11 +570,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     // x by one 2-D bulk-tensor copy per stage where a tensor map can be made (QLM_W4FAST_STREAM_XMAP=0: one copy
     // per token row).
     static const bool x_boxes = env_switch_on("QLM_W4FAST_STREAM_XMAP");
-    // The tail's counter follows the tiles' (counters_for keeps every one zero).
-    unsigned* counters = counters_for(n_tiles + 1);
-    QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(
-        a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters, cuda::wna16_fixup_mode() == 2, b, y.raw_data(),
-        tail ? *tail : AddRmsNormTail{}, counters + n_tiles, pdl, x_boxes, ctx.stream));
+    QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
+                                                  cuda::wna16_fixup_mode() == 2, b, y.raw_data(), pdl, x_boxes,
+                                                  ctx.stream));
   }
 
   // The wgmma path with x first permuted into the code words' k order (wna16_wgmma.h).

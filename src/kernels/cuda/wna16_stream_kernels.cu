@@ -44,7 +44,6 @@
 #include <type_traits>
 
 #include "core/env_switch.h"
-#include "kernels/cuda/add_rms_norm_tail.cuh"
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -96,23 +95,12 @@ struct StreamShape {
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
-// The tail (AddRmsNormTail) after a block's last segment, by its consumer threads: the block that finishes last runs
-// it on the whole output (arrive_last). Not inlined: the kernel's loops keep their registers and code (the call is
-// the only trace of the tail in them).
-template <bool BF16, int kConsumers>
-__device__ __noinline__ void stream_tail(const AddRmsNormTail& tail, unsigned* tail_done, const uint16_t* y, int64_t N,
-                                         int rows, int tid, double* partial, bool& is_last) {
-  last_block_add_rms_norm<BF16>(tail, tail_done, y, N, rows, tid, kConsumers, partial, is_last,
-                                [] { bulk::consumer_sync<kConsumers>(); });
-}
-
 template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
                   const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
                   int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
-                  const float* __restrict__ bias, uint16_t* __restrict__ y, const AddRmsNormTail tail,
-                  unsigned* __restrict__ tail_done) {
+                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
   static_assert(StreamShape<BITS, MT>::kStageWarps >= 1 &&
                 StreamShape<BITS, MT>::kStageWarps <= StreamShape<BITS, MT>::kConsumerWarps);
@@ -427,8 +415,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     consumer_sync<kConsumers>();  // the reduction tile and last_segment are reused by the next segment
     q += j1 - j0;
   }
-  if (tail.residual != nullptr)
-    stream_tail<BF16, kConsumers>(tail, tail_done, y, w.N, rows, tid, reinterpret_cast<double*>(red), last_segment);
 #else
   static_assert(StreamShape<BITS, MT>::KH > 0);
   __trap();  // sm_90 only: the host never launches it elsewhere (wna16_stream_usable)
@@ -500,8 +486,8 @@ int stream_producers() {
 
 template <int BITS, bool BF16, int MT, bool ZP>
 cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
-                   unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, const AddRmsNormTail& tail,
-                   unsigned* tail_done, bool pdl, bool x_boxes, cudaStream_t stream) {
+                   unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
+                   cudaStream_t stream) {
   using S = StreamShape<BITS, MT>;
   const int rows = static_cast<int>(std::min<int64_t>(M, S::TM));
   const Plan p = plan_of<BITS, BF16, MT, ZP>(w, rows);
@@ -517,7 +503,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
                                       static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
-                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y), tail, tail_done);
+                                      acq_rel_fixup, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -548,14 +534,13 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, bool acq_rel_fixup, const float* bias, void* y,
-                                     const AddRmsNormTail& tail, unsigned* tail_done, bool pdl, bool x_boxes,
-                                     cudaStream_t stream) {
+                                     bool pdl, bool x_boxes, cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
         return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y,
-                                                          tail, tail_done, pdl, x_boxes, stream);
+                                                          pdl, x_boxes, stream);
       },
       cudaErrorInvalidValue);
 }

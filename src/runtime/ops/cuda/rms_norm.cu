@@ -3,17 +3,12 @@
 #include <cstdint>
 
 #include "core/env_switch.h"
-#include "kernels/cuda/add_rms_norm_tail.cuh"
 #include "runtime/ops/cuda/elem.cuh"
 
 namespace qlm::ops::cu {
 namespace {
 
-using qlm::cuda::inv_rms;
-using qlm::cuda::sum_sq4;
-
 constexpr int kMaxBlock = 1024;
-static_assert(qlm::cuda::rms_norm_block_threads(int64_t{1} << 20, 1) == kMaxBlock);
 
 // pdl_enter, or with next_first pdl_enter_next_first (chosen per launch: the model picks the norms whose next GEMM
 // should start streaming its weights early; QLM_NORM_NEXT_FIRST, docs/cli.md).
@@ -48,6 +43,13 @@ __device__ __forceinline__ float4 load_add4(float* xr, const void* add, int64_t 
     *reinterpret_cast<float4*>(xr + i) = v;
   }
   return v;
+}
+__device__ __forceinline__ double sum_sq4(float4 v) {
+  return static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+         static_cast<double>(v.w) * v.w;
+}
+__device__ __forceinline__ float inv_rms(double total, int64_t dim, float eps) {
+  return static_cast<float>(1.0 / sqrt(total / static_cast<double>(dim) + eps));
 }
 // y[y0 .. y0 + 3] = w ⊙ (v · inv) in YT.
 template <ElemType YT>
@@ -131,7 +133,7 @@ NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, in
   const bool vec4 = dim % 4 == 0 && x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(weight) % 16 == 0;
   const int64_t per_thread = vec4 ? 4 : 1;
-  const int64_t threads = qlm::cuda::rms_norm_block_threads(dim, per_thread);  // at most kMaxBlock
+  const int64_t threads = std::min<int64_t>(kMaxBlock, std::max<int64_t>(32, (dim / per_thread + 31) / 32 * 32));
   static const bool one_ok = env_switch_on("QLM_NORM_ONE");  // 0: the general form everywhere (comparison)
   return {vec4, static_cast<unsigned>(threads), one_ok && vec4 && dim <= 4 * threads};
 }
