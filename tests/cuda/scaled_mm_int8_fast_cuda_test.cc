@@ -139,32 +139,37 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
 }
 
-// Runs the vectorised per-token quantizer with INT8 codes on x [M, K] (F32 values exact in `act`) and checks codes and
-// scales bit for bit against the CPU quantizer's (quantize_acts_int8).
-void check_int8_token_quantizer(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool pdl) {
-  const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
+struct Int8TokenCodes {
+  std::vector<int8_t> codes;  // [M, K]
+  std::vector<float> scales;  // [M]
+};
+
+// The vectorised per-token quantizer with INT8 codes on x [M, K] (F32 values exact in `act`), into poisoned outputs.
+Int8TokenCodes gpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool pdl) {
   Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
-  // Poisoned: every code and scale must be written.
   Tensor codes = Tensor::empty({M, K}, DType::I8, Device::cpu());
   std::fill_n(codes.data<int8_t>(), M * K, int8_t{0x5a});
   codes = codes.to_device(Device::cuda(0));
   Tensor scales =
       Tensor::from_vector(std::vector<float>(static_cast<size_t>(M), std::numeric_limits<float>::quiet_NaN()), {M})
           .to_device(Device::cuda(0));
-  ASSERT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, /*int8=*/true, codes.raw_data(),
+  EXPECT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, /*int8=*/true, codes.raw_data(),
                                           scales.data<float>(), pdl, cuda::context(0).stream),
-            cudaSuccess)
-      << what;
-  const Tensor got_codes = codes.to_device(Device::cpu());
-  const std::vector<float> got_scales = scales.to_device(Device::cpu()).to_float_vector();
+            cudaSuccess);
+  const Tensor host_codes = codes.to_device(Device::cpu());
+  return {std::vector<int8_t>(host_codes.data<int8_t>(), host_codes.data<int8_t>() + M * K),
+          scales.to_device(Device::cpu()).to_float_vector()};
+}
+
+// The CPU quantizer's codes and scales (quantize_acts_int8) of the same values.
+Int8TokenCodes cpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
   const ScaledMMConfig c = int8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
   ScaledMMWeights w;
   w.K = K;
-  std::vector<int8_t> want(static_cast<size_t>(M * K));
-  const ActScales s = quantize_acts_int8(c, w, x.data(), M, want.data(), K, nullptr);
-  ASSERT_EQ(got_scales, s.scale) << what;
-  for (int64_t i = 0; i < M * K; ++i)
-    ASSERT_EQ(got_codes.data<int8_t>()[i], want[static_cast<size_t>(i)]) << what << " element " << i;
+  Int8TokenCodes out;
+  out.codes.resize(static_cast<size_t>(M * K));
+  out.scales = quantize_acts_int8(c, w, x.data(), M, out.codes.data(), K, nullptr).scale;
+  return out;
 }
 
 // The per-token quantizer FP8 uses, with INT8 codes (the path of every M above the in-GEMM bound): codes and scales
@@ -177,7 +182,12 @@ TEST(CudaScaledMMInt8FastQuant, PerTokenCodesMatchCpuBitExactly) {
       for (int64_t K : {8, 264, 2056, 4096, 14336, 16392, 28672, 40000}) {
         std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 29 + M + K);
         if (M > 1) std::fill(x.begin() + K, x.begin() + 2 * K, 0.0f);  // row 1 all zero: scale 0, codes 0
-        check_int8_token_quantizer(x, M, K, act, /*pdl=*/(M + K / 8) % 2 == 0);
+        const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
+        const Int8TokenCodes got = gpu_int8_token_codes(x, M, K, act, /*pdl=*/(M + K / 8) % 2 == 0);
+        const Int8TokenCodes want = cpu_int8_token_codes(x, M, K, act);
+        ASSERT_EQ(got.scales, want.scales) << what;
+        for (size_t i = 0; i < want.codes.size(); ++i)
+          ASSERT_EQ(got.codes[i], want.codes[i]) << what << " element " << i;
       }
 }
 
@@ -194,19 +204,14 @@ TEST(CudaScaledMMInt8FastQuant, EveryRoundingCaseMatchesCpu) {
   }
   while (row.size() % 8 != 0) row.push_back(0.0f);
   const int64_t K = static_cast<int64_t>(row.size());
-  for (float v : row) ASSERT_LE(std::fabs(v), 127.0f);
-  check_int8_token_quantizer(row, 1, K, DType::F32, /*pdl=*/false);
-  Tensor x = Tensor::from_vector(row, {1, K}).to_device(Device::cuda(0));
-  Tensor codes = Tensor::empty({1, K}, DType::I8, Device::cuda(0));
-  Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
-  ASSERT_EQ(cuda::launch_w8a8_quant_token(x.raw_data(), cuda::kF32, 1, K, /*int8=*/true, codes.raw_data(),
-                                          scales.data<float>(), false, cuda::context(0).stream),
-            cudaSuccess);
-  ASSERT_EQ(scales.to_device(Device::cpu()).data<float>()[0], 1.0f);
-  const Tensor got = codes.to_device(Device::cpu());
+  const Int8TokenCodes got = gpu_int8_token_codes(row, 1, K, DType::F32, /*pdl=*/false);
+  const Int8TokenCodes want = cpu_int8_token_codes(row, 1, K, DType::F32);
+  ASSERT_EQ(got.scales, std::vector<float>{1.0f});
+  ASSERT_EQ(want.scales, std::vector<float>{1.0f});
   for (int64_t i = 0; i < K; ++i) {
     const float v = row[static_cast<size_t>(i)];
-    ASSERT_EQ(got.data<int8_t>()[i], static_cast<int8_t>(std::nearbyint(v))) << "value " << v;
+    ASSERT_EQ(got.codes[static_cast<size_t>(i)], want.codes[static_cast<size_t>(i)]) << "value " << v;
+    ASSERT_EQ(got.codes[static_cast<size_t>(i)], static_cast<int8_t>(std::nearbyint(v))) << "value " << v;
   }
 }
 

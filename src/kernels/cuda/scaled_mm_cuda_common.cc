@@ -29,6 +29,7 @@ std::optional<std::string> cuda_scaled_mm_base_reason(const ScaledMMConfig& c, i
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "kernels/cuda/act_quant.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 
 namespace qlm {
 
@@ -123,6 +124,21 @@ CudaActCodes quantize_acts_cuda(const ScaledMMConfig& c, float input_scale, int3
   a.zeros = out.zeros.data<int32_t>();
   QLM_CUDA_CHECK(cuda::launch_act_quant(a, cuda::context(dev.index).stream));
   return out;
+}
+
+CudaActCodes quantize_acts_per_token_cuda(const ScaledMMConfig& c, const Tensor& x, bool pdl) {
+  QLM_CHECK(c.act == ActScheme::DynamicToken && c.act_symmetric);
+  QLM_CHECK(!x.on_host() && x.is_contiguous() && x.dtype() == c.act_dtype && x.size(x.dim() - 1) == c.K_p);
+  const int64_t M = x.numel() / c.K_p;
+  const bool int8 = c.weight_type == W8Type::Int8;
+  CudaActCodes q;
+  q.group = c.K_p;
+  q.codes = Tensor::empty({M, c.K_p}, int8 ? DType::I8 : DType::F8_E4M3, x.device());
+  q.scales = Tensor::empty({M}, DType::F32, x.device());
+  QLM_CUDA_CHECK(cuda::launch_w8a8_quant_token(x.raw_data(), cuda_float_type(c.act_dtype), M, c.K_p, int8,
+                                               q.codes.raw_data(), q.scales.data<float>(), pdl,
+                                               cuda::context(x.device().index).stream));
+  return q;
 }
 
 }  // namespace qlm

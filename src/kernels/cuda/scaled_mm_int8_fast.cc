@@ -22,9 +22,6 @@
 #include <memory>
 
 #include "core/env_switch.h"
-#include "cuda/context.h"
-#include "cuda/cuda_check.h"
-#include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/dense_cuda_args.h"
 #include "kernels/cuda/int8_lt_gemm.h"
 #include "kernels/cuda/scaled_mm_cuda_common.h"
@@ -82,7 +79,7 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
         check_cuda_linear_args("cuda_scaled_mm_int8_fast", x, y, bias, c_.K_p, c_.N_p, c_.act_dtype, c_.device);
     if (M == 0) return;
     if (stream_->try_run_quantizing(w_, x, M, y, bias)) return;  // one launch: the GEMM encodes x itself
-    const CudaActCodes q = quantize(x, M);
+    const CudaActCodes q = quantize(x);
     if (stream_->serves(M))
       stream_->run(w_, q, M, y, bias);
     else if (!cutlass_->run(w_, q, M, y, bias))
@@ -103,17 +100,9 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
  private:
   // Per-token scales through the vectorised quantizer, static and per-tensor ones through the shared one. Symmetric
   // codes: no zero points (the large-M paths read none).
-  CudaActCodes quantize(const Tensor& x, int64_t M) const {
-    if (c_.act != ActScheme::DynamicToken || !vec_quant_)
-      return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
-    CudaActCodes q;
-    q.group = c_.K_p;
-    q.codes = Tensor::empty({M, c_.K_p}, DType::I8, c_.device);
-    q.scales = Tensor::empty({M}, DType::F32, c_.device);
-    QLM_CUDA_CHECK(cuda::launch_w8a8_quant_token(x.raw_data(), cuda_float_type(c_.act_dtype), M, c_.K_p,
-                                                 /*int8=*/true, q.codes.raw_data(), q.scales.data<float>(), quant_pdl_,
-                                                 cuda::context(c_.device.index).stream));
-    return q;
+  CudaActCodes quantize(const Tensor& x) const {
+    if (c_.act == ActScheme::DynamicToken && vec_quant_) return quantize_acts_per_token_cuda(c_, x, quant_pdl_);
+    return quantize_acts_cuda(c_, w_.input_scale, w_.input_zero_point, 0, x);
   }
 
   ScaledMMConfig c_;
