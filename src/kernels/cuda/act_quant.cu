@@ -1,6 +1,10 @@
 // GPU activation quantizers (see act_quant.h). One block per row: the row's reduction (absmax, or
 // min/max for asymmetric INT8) then its codes; the second read of the row hits the cache. Per-token
-// groups: one warp per group. Per-tensor dynamic scales: a grid-wide absmax first.
+// groups: one warp per group. Per-tensor dynamic scales: a grid-wide absmax first. Every loop over
+// elements loads kBatch of a thread's elements before using any (for_each_batched): rolled, each
+// iteration waited for its own load, ~0.5 µs a round trip, 56 rounds a pass on a 14336-wide row.
+// The fast W8A8 kernels' per-token symmetric scales take the vectorised quantizer instead
+// (launch_w8a8_quant_token).
 #include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/act_quant_device.cuh"
 
@@ -9,6 +13,21 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr float kE4M3Max = 448.0f;
+constexpr int kBatch = 8;
+
+// f(k, x[k]) for k = first, first + step, ... below end, in batches of kBatch loads issued together (elements past
+// the end load nothing and are not passed to f). The order of the calls is the rolled loop's.
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_batched(const T* x, int64_t first, int64_t end, int64_t step, F f) {
+  for (int64_t k = first; k < end; k += kBatch * step) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v[j] = k + j * step < end ? load_float(x, k + j * step) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (k + j * step < end) f(k + j * step, v[j]);
+  }
+}
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -41,10 +60,10 @@ __device__ void write_codes(const ActQuantArgs& a, const T* xr, int64_t r, int64
                             int64_t first, float inv, int32_t zp) {
   if (a.fp8) {
     uint8_t* q = static_cast<uint8_t*>(a.codes) + r * a.K;
-    for (int64_t k = k0 + first; k < k1; k += step) q[k] = fp8_code(load_float(xr, k), inv);
+    for_each_batched(xr, k0 + first, k1, step, [&](int64_t k, float v) { q[k] = fp8_code(v, inv); });
   } else {
     int8_t* q = static_cast<int8_t*>(a.codes) + r * a.K;
-    for (int64_t k = k0 + first; k < k1; k += step) q[k] = int8_code(load_float(xr, k), inv, zp);
+    for_each_batched(xr, k0 + first, k1, step, [&](int64_t k, float v) { q[k] = int8_code(v, inv, zp); });
   }
 }
 
@@ -52,8 +71,8 @@ template <typename T>
 __global__ void tensor_absmax_kernel(const T* x, int64_t n, float* out) {
   __shared__ float sh[32];
   float m = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    m = fmaxf(m, fabsf(load_float(x, i)));
+  for_each_batched(x, blockIdx.x * int64_t{blockDim.x} + threadIdx.x, n, int64_t{gridDim.x} * blockDim.x,
+                   [&](int64_t, float v) { m = fmaxf(m, fabsf(v)); });
   m = block_max(m, sh);
   // Non-negative floats order like their bit patterns.
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
@@ -81,7 +100,7 @@ __global__ void quant_rows_kernel(ActQuantArgs a) {
     }
   } else if (a.fp8 || a.symmetric) {  // dynamic per token, absmax
     float m = 0;
-    for (int64_t k = threadIdx.x; k < a.K; k += blockDim.x) m = fmaxf(m, fabsf(load_float(xr, k)));
+    for_each_batched(xr, threadIdx.x, a.K, blockDim.x, [&](int64_t, float v) { m = fmaxf(m, fabsf(v)); });
     const float am = block_max(m, sh);
     if (a.fp8) {
       scale = fmaxf(__fdiv_rn(am, kE4M3Max), __fdiv_rn(1.0f, kE4M3Max * 512.0f));
@@ -91,11 +110,10 @@ __global__ void quant_rows_kernel(ActQuantArgs a) {
     }
   } else {  // dynamic per token, asymmetric INT8: the range always holds 0
     float lo = 0, hi = 0;
-    for (int64_t k = threadIdx.x; k < a.K; k += blockDim.x) {
-      const float v = load_float(xr, k);
+    for_each_batched(xr, threadIdx.x, a.K, blockDim.x, [&](int64_t, float v) {
       lo = fminf(lo, v);
       hi = fmaxf(hi, v);
-    }
+    });
     lo = block_min(lo, sh);
     hi = block_max(hi, sh);
     scale = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
@@ -119,7 +137,7 @@ __global__ void quant_groups_kernel(ActQuantArgs a) {
     const int64_t k0 = g * a.group - a.phase < 0 ? 0 : g * a.group - a.phase;
     const int64_t k1 = (g + 1) * a.group - a.phase < a.K ? (g + 1) * a.group - a.phase : a.K;
     float m = 0;
-    for (int64_t k = k0 + lane; k < k1; k += 32) m = fmaxf(m, fabsf(load_float(xr, k)));
+    for_each_batched(xr, k0 + lane, k1, 32, [&](int64_t, float v) { m = fmaxf(m, fabsf(v)); });
     m = warp_max(m);
     const float scale = __fdiv_rn(fmaxf(m, 1e-10f), kE4M3Max);
     write_codes(a, xr, r, k0, k1, 32, lane, inverse(scale), 0);
