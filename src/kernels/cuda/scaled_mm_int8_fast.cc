@@ -64,9 +64,10 @@ class ScaledMMInt8FastKernel final : public ScaledMMKernel {
     // QLM_INT8_FAST_MAX_M, QLM_INT8_FAST_SPLITS, QLM_INT8_FAST_PDL, ...: w8a8_stream_gemm.h.
     stream_ = std::make_unique<W8A8StreamGemm>(c_, /*int8=*/true, "QLM_INT8", kDefaultMaxM);
     // Per-token scales through the vectorised quantizer FP8 uses, launched for programmatic dependent launch like
-    // FP8's (QLM_INT8_QUANT_PDL=0: plain stream order). act_quant.cu's one-element-at-a-time quantizer it replaces
-    // cost up to 47 µs on 64 tokens of 70b.down (H200, docs/fp8-kernel-notes.md, session 52).
-    // QLM_INT8_VEC_QUANT=0 takes act_quant.cu's instead (the same codes; for measuring the difference).
+    // FP8's (QLM_INT8_QUANT_PDL=0: plain stream order). act_quant.cu's quantizer, which this path used until
+    // session 52, then waited for each element's load in turn: INT8 took up to 47 µs more than FP8 on the same GEMM
+    // (70b.down at 64 tokens, H200; docs/fp8-kernel-notes.md, session 52). QLM_INT8_VEC_QUANT=0 takes act_quant.cu's
+    // (now batched) quantizer instead: the same codes, for measuring the difference.
     quant_pdl_ = stream_->pdl() && env_switch_on("QLM_INT8_QUANT_PDL");
     vec_quant_ = env_switch_on("QLM_INT8_VEC_QUANT");
     lt_ = std::make_unique<Int8LtGemm>(c_, "int8 scaled-mm (cuda_scaled_mm_int8_fast, large M)");
