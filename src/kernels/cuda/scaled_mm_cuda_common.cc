@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace qlm {
@@ -129,6 +130,8 @@ CudaActCodes quantize_acts_cuda(const ScaledMMConfig& c, float input_scale, int3
 CudaActCodes quantize_acts_per_token_cuda(const ScaledMMConfig& c, const Tensor& x, bool pdl) {
   QLM_CHECK(c.act == ActScheme::DynamicToken && c.act_symmetric);
   QLM_CHECK(!x.on_host() && x.is_contiguous() && x.dtype() == c.act_dtype && x.size(x.dim() - 1) == c.K_p);
+  // The vectorised kernels load 16 bytes at a time: a view that starts elsewhere takes the general quantizer.
+  if (reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0 || c.K_p % 8 != 0) return quantize_acts_cuda(c, 0, 0, 0, x);
   const int64_t M = x.numel() / c.K_p;
   const bool int8 = c.weight_type == W8Type::Int8;
   CudaActCodes q;

@@ -47,8 +47,8 @@ CudaActCodes quantize_acts_cuda(const ScaledMMConfig& c, float input_scale, int3
                                 int64_t k_phase, const Tensor& x);
 
 // The same for dynamic per-token symmetric scales (c.act DynamicToken, c.act_symmetric) through the vectorised
-// quantizer (launch_w8a8_quant_token; FP8 or INT8 codes by c.weight_type; K_p a multiple of 8, x 16-byte aligned):
-// the same codes and scales. pdl: launched for programmatic dependent launch.
+// quantizer (launch_w8a8_quant_token; FP8 or INT8 codes by c.weight_type): the same codes and scales. x not 16-byte
+// aligned (or K_p not a multiple of 8) takes quantize_acts_cuda. pdl: launched for programmatic dependent launch.
 CudaActCodes quantize_acts_per_token_cuda(const ScaledMMConfig& c, const Tensor& x, bool pdl);
 
 // FloatType code (kernels/cuda/act_quant.h) of an activation dtype.
