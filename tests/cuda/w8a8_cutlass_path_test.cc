@@ -76,8 +76,8 @@ TEST(W8A8CutlassPath, OffAndOtherDevicesLeaveEveryTokenCountToTheCaller) {
   }
 }
 
-// The configuration rule: INT8 takes FP8's tiles where FP8 takes CUTLASS, and the 128 x 128 clusters where FP8 leaves
-// M to cuBLASLt (132 SMs: an H100 / H200).
+// The configuration rule: INT8 takes FP8's tiles where FP8 takes CUTLASS, 64-token tiles up to 128 tokens, and the
+// 128 x 128 clusters where FP8 leaves larger M to cuBLASLt (132 SMs: an H100 / H200).
 TEST(W8A8CutlassPath, Int8TakesCutlassWhereFp8LeavesTokensToCublasLt) {
   if (!cuda_backend_built()) GTEST_SKIP() << "CUDA backend not built";
   using C = cuda::Fp8CutlassConfig;
@@ -87,8 +87,10 @@ TEST(W8A8CutlassPath, Int8TakesCutlassWhereFp8LeavesTokensToCublasLt) {
   };
   for (const Case& t :
        {Case{17, 4096, C::kSwap128x32, C::kSwap128x32}, Case{64, 28672, C::kSwap128x64, C::kSwap128x64},
-        Case{256, 4096, C::kSwap64x128C12, C::kSwap64x128C12}, Case{256, 6144, std::nullopt, C::kSwap128x128C12},
-        Case{1024, 4096, std::nullopt, C::kSwap128x128C12}, Case{1024, 57344, std::nullopt, C::kSwap128x128C12}}) {
+        Case{96, 57344, std::nullopt, C::kSwap128x64}, Case{128, 10240, std::nullopt, C::kSwap128x64},
+        Case{129, 10240, std::nullopt, C::kSwap128x128C12}, Case{256, 4096, C::kSwap64x128C12, C::kSwap64x128C12},
+        Case{256, 6144, std::nullopt, C::kSwap128x128C12}, Case{1024, 4096, std::nullopt, C::kSwap128x128C12},
+        Case{1024, 57344, std::nullopt, C::kSwap128x128C12}}) {
     const auto fp8 = cuda::fp8_cutlass_config_for(t.M, t.N, 132);
     const auto int8 = cuda::fp8_cutlass_config_for(t.M, t.N, 132, /*int8=*/true);
     EXPECT_EQ(fp8 ? std::optional<C>(fp8->config) : std::nullopt, t.fp8) << t.M << " x " << t.N;

@@ -7,14 +7,14 @@
 // FP8's vectorised one, launch_w8a8_quant_token; static or per-tensor ones: act_quant.cu's).
 // Larger M, where the GEMM turns compute-bound, runs after the quantizer the CUTLASS TMA + wgmma GEMM with INT8
 // codes (exact int32 sums; the scales and bias in its epilogue; sm_90 exactly, BF16 / F16 output, when CUTLASS was
-// compiled in; FP8's tiles where FP8 takes CUTLASS, 128 x 128 tiles in 2-CTA clusters where FP8 leaves M to
-// cuBLASLt, or QLM_INT8_CUTLASS_CONFIG=<name>|off: w8a8_cutlass_path.h), else (other GPUs, F32) cuBLASLt's INT8 GEMM
-// and our epilogue on the same weight copy (int8_lt_gemm.h, cuda_scaled_mm_int8_lt's recipe). On an H100 the CUTLASS
-// path took 0.47-1.01x cuBLASLt's time from 17 to 1024 tokens on the Llama-3 8B / 70B layers, 0.47-0.90x at 256 and
-// 1024 (docs/fp8-kernel-notes.md, session 50). Why the streaming kernel: on an H100 it took 10.9-165 µs at one
-// token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM took 17.4-216 (1.3-2.3x), and was ahead or even up
-// to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a multiple of 256, N_p of 16; asymmetric
-// activations (zero points) stay with cuda_scaled_mm_int8_lt.
+// compiled in; FP8's tiles where FP8 takes CUTLASS, 64-token tiles up to 128 tokens, 128 x 128 tiles in 2-CTA
+// clusters where FP8 leaves larger M to cuBLASLt, or QLM_INT8_CUTLASS_CONFIG=<name>|off: w8a8_cutlass_path.h), else
+// (other GPUs, F32) cuBLASLt's INT8 GEMM and our epilogue on the same weight copy (int8_lt_gemm.h,
+// cuda_scaled_mm_int8_lt's recipe). On an H100 the CUTLASS path took 0.47-1.01x cuBLASLt's time from 17 to 1024 tokens
+// on the Llama-3 8B / 70B layers, 0.47-0.90x at 256 and 1024 (docs/fp8-kernel-notes.md, session 50). Why the streaming
+// kernel: on an H100 it took 10.9-165 µs at one token on the Llama-3 8B / 70B layers where cuBLASLt's INT8 GEMM
+// took 17.4-216 (1.3-2.3x), and was ahead or even up to 16 tokens (docs/fp8-kernel-notes.md, session 49). Shapes: K_p a
+// multiple of 256, N_p of 16; asymmetric activations (zero points) stay with cuda_scaled_mm_int8_lt.
 #ifdef QLM_WITH_CUDA
 #include <fmt/format.h>
 
