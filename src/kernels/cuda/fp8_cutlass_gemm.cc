@@ -24,8 +24,8 @@ const char* fp8_cutlass_config_name(Fp8CutlassConfig c) {
 // FP8 rule leaves M to cuBLASLt (every Llama-3 8B / 70B layer at 256 and 1024 tokens, H100; docs/fp8-kernel-notes.md,
 // session 50), and 1.0-1.3x that of the FP8 rule's tiles from 17 to 64 tokens. Up to 128 tokens INT8 keeps the
 // 64-token tiles: there a cluster along the tokens has one 128-token tile to share, and swap128x64 took 0.74-0.79x
-// its time at 128 tokens on the 8B / 70B layers that took it (8192 x 57344 202.3 vs 257.6 µs), 0.7-0.97x at 96 but
-// for 8192 x 57344 (259.0 vs 247.1; H100, docs/fp8-kernel-notes.md, session 53).
+// its time at 128 tokens on the 8B / 70B layers that took it (8192 x 57344 202.3 vs 257.6 µs), 0.70-0.97x at 96 but
+// for 8192 x 57344 (259.0 vs 247.1 in one run, 248.9 both in another; H100, docs/fp8-kernel-notes.md, session 53).
 std::optional<Fp8CutlassChoice> fp8_cutlass_config_for(int64_t M, int64_t N, int sm_count, bool int8) {
   using C = Fp8CutlassConfig;
   const int64_t tiles = (N + 127) / 128 * ((M + 63) / 64);
