@@ -201,25 +201,17 @@ TEST(CudaScaledMMFp8FastQuant, PerTokenCodesMatchCpuBitExactly) {
       for (int64_t K : {8, 264, 2056, 4096, 14336, 16392, 28672, 40000}) {
         ScaledMMConfig c = fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
         const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 13 + M + K);
-        Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
-        Tensor codes = Tensor::empty({M, K}, DType::F8_E4M3, Device::cuda(0));
-        Tensor scales = Tensor::empty({M}, DType::F32, Device::cuda(0));
-        const int type = act == DType::F32 ? cuda::kF32 : act == DType::F16 ? cuda::kF16 : cuda::kBF16;
         // Every other case launched for programmatic dependent launch (behind the upload: same result).
         const bool pdl = (M + K / 8) % 2 == 0;
-        ASSERT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), type, M, K, /*int8=*/false, codes.raw_data(),
-                                                scales.data<float>(), pdl, cuda::context(0).stream),
-                  cudaSuccess);
-        const Tensor hc = codes.to_device(Device::cpu());
-        const std::vector<float> hs = scales.to_device(Device::cpu()).to_float_vector();
+        const testing::TokenCodes got = testing::gpu_token_codes(x, M, K, act, /*int8=*/false, pdl);
         ScaledMMWeights w;
         w.K = K;
         std::vector<float> want(static_cast<size_t>(M * K));
         const ActScales s = quantize_acts_fp8(c, w, x.data(), M, want.data(), K, nullptr);
         const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
-        ASSERT_EQ(hs, s.scale) << what;
+        ASSERT_EQ(got.scales, s.scale) << what;
         for (int64_t i = 0; i < M * K; ++i)
-          ASSERT_EQ(f32_bits(e4m3_to_f32(hc.data<uint8_t>()[i])), f32_bits(want[static_cast<size_t>(i)]))
+          ASSERT_EQ(f32_bits(e4m3_to_f32(got.codes[static_cast<size_t>(i)])), f32_bits(want[static_cast<size_t>(i)]))
               << what << " element " << i;
       }
 }
@@ -249,21 +241,16 @@ TEST(CudaScaledMMFp8FastQuant, EveryRoundingCaseMatchesCpuConversion) {
   row.push_back(-std::numeric_limits<float>::quiet_NaN());
   while (row.size() % 8 != 0) row.push_back(0.0f);
   const int64_t K = static_cast<int64_t>(row.size());
-  Tensor x = Tensor::from_vector(row, {1, K}).to_device(Device::cuda(0));
-  Tensor codes = Tensor::empty({1, K}, DType::F8_E4M3, Device::cuda(0));
-  Tensor scales = Tensor::empty({1}, DType::F32, Device::cuda(0));
-  ASSERT_EQ(cuda::launch_w8a8_quant_token(x.raw_data(), cuda::kF32, 1, K, /*int8=*/false, codes.raw_data(),
-                                          scales.data<float>(), false, cuda::context(0).stream),
-            cudaSuccess);
-  ASSERT_EQ(scales.to_device(Device::cpu()).data<float>()[0], 1.0f);
-  const Tensor got = codes.to_device(Device::cpu());
+  const testing::TokenCodes got = testing::gpu_token_codes(row, 1, K, DType::F32, /*int8=*/false, /*pdl=*/false);
+  ASSERT_EQ(got.scales, std::vector<float>{1.0f});
   for (int64_t i = 0; i < K; ++i) {
     const float v = row[static_cast<size_t>(i)];
+    const uint8_t code = got.codes[static_cast<size_t>(i)];
     if (std::isnan(v)) {
-      EXPECT_TRUE(e4m3_is_nan(got.data<uint8_t>()[i])) << "NaN at " << i;
+      EXPECT_TRUE(e4m3_is_nan(code)) << "NaN at " << i;
       continue;
     }
-    ASSERT_EQ(got.data<uint8_t>()[i], f32_to_e4m3(v)) << "value " << v << " (bits " << std::hex << f32_bits(v) << ")";
+    ASSERT_EQ(code, f32_to_e4m3(v)) << "value " << v << " (bits " << std::hex << f32_bits(v) << ")";
   }
 }
 

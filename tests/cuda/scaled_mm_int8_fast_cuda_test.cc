@@ -139,36 +139,15 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
 }
 
-struct Int8TokenCodes {
-  std::vector<int8_t> codes;  // [M, K]
-  std::vector<float> scales;  // [M]
-};
-
-// The vectorised per-token quantizer with INT8 codes on x [M, K] (F32 values exact in `act`), into poisoned outputs.
-Int8TokenCodes gpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool pdl) {
-  Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
-  Tensor codes = Tensor::empty({M, K}, DType::I8, Device::cpu());
-  std::fill_n(codes.data<int8_t>(), M * K, int8_t{0x5a});
-  codes = codes.to_device(Device::cuda(0));
-  Tensor scales =
-      Tensor::from_vector(std::vector<float>(static_cast<size_t>(M), std::numeric_limits<float>::quiet_NaN()), {M})
-          .to_device(Device::cuda(0));
-  EXPECT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, /*int8=*/true, codes.raw_data(),
-                                          scales.data<float>(), pdl, cuda::context(0).stream),
-            cudaSuccess);
-  const Tensor host_codes = codes.to_device(Device::cpu());
-  return {std::vector<int8_t>(host_codes.data<int8_t>(), host_codes.data<int8_t>() + M * K),
-          scales.to_device(Device::cpu()).to_float_vector()};
-}
-
-// The CPU quantizer's codes and scales (quantize_acts_int8) of the same values.
-Int8TokenCodes cpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
+// The CPU quantizer's codes (as bytes) and scales (quantize_acts_int8) of the same values.
+testing::TokenCodes cpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
   const ScaledMMConfig c = int8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
   ScaledMMWeights w;
   w.K = K;
-  Int8TokenCodes out;
-  out.codes.resize(static_cast<size_t>(M * K));
-  out.scales = quantize_acts_int8(c, w, x.data(), M, out.codes.data(), K, nullptr).scale;
+  std::vector<int8_t> codes(static_cast<size_t>(M * K));
+  testing::TokenCodes out;
+  out.scales = quantize_acts_int8(c, w, x.data(), M, codes.data(), K, nullptr).scale;
+  out.codes.assign(codes.begin(), codes.end());  // int8 -> its byte
   return out;
 }
 
@@ -183,8 +162,9 @@ TEST(CudaScaledMMInt8FastQuant, PerTokenCodesMatchCpuBitExactly) {
         std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 29 + M + K);
         if (M > 1) std::fill(x.begin() + K, x.begin() + 2 * K, 0.0f);  // row 1 all zero: scale 0, codes 0
         const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
-        const Int8TokenCodes got = gpu_int8_token_codes(x, M, K, act, /*pdl=*/(M + K / 8) % 2 == 0);
-        const Int8TokenCodes want = cpu_int8_token_codes(x, M, K, act);
+        const testing::TokenCodes got =
+            testing::gpu_token_codes(x, M, K, act, /*int8=*/true, /*pdl=*/(M + K / 8) % 2 == 0);
+        const testing::TokenCodes want = cpu_int8_token_codes(x, M, K, act);
         ASSERT_EQ(got.scales, want.scales) << what;
         for (size_t i = 0; i < want.codes.size(); ++i)
           ASSERT_EQ(got.codes[i], want.codes[i]) << what << " element " << i;
@@ -204,14 +184,15 @@ TEST(CudaScaledMMInt8FastQuant, EveryRoundingCaseMatchesCpu) {
   }
   while (row.size() % 8 != 0) row.push_back(0.0f);
   const int64_t K = static_cast<int64_t>(row.size());
-  const Int8TokenCodes got = gpu_int8_token_codes(row, 1, K, DType::F32, /*pdl=*/false);
-  const Int8TokenCodes want = cpu_int8_token_codes(row, 1, K, DType::F32);
+  const testing::TokenCodes got = testing::gpu_token_codes(row, 1, K, DType::F32, /*int8=*/true, /*pdl=*/false);
+  const testing::TokenCodes want = cpu_int8_token_codes(row, 1, K, DType::F32);
   ASSERT_EQ(got.scales, std::vector<float>{1.0f});
   ASSERT_EQ(want.scales, std::vector<float>{1.0f});
   for (int64_t i = 0; i < K; ++i) {
     const float v = row[static_cast<size_t>(i)];
     ASSERT_EQ(got.codes[static_cast<size_t>(i)], want.codes[static_cast<size_t>(i)]) << "value " << v;
-    ASSERT_EQ(got.codes[static_cast<size_t>(i)], static_cast<int8_t>(std::nearbyint(v))) << "value " << v;
+    ASSERT_EQ(static_cast<int8_t>(got.codes[static_cast<size_t>(i)]), static_cast<int8_t>(std::nearbyint(v)))
+        << "value " << v;
   }
 }
 

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <utility>
 
@@ -13,7 +15,10 @@
 #include "support/cuda_test_util.h"
 
 #ifdef QLM_WITH_CUDA
+#include "cuda/context.h"
 #include "kernels/cuda/fp8_cutlass_gemm.h"
+#include "kernels/cuda/scaled_mm_cuda_common.h"
+#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 #endif
 
 namespace qlm::testing {
@@ -80,6 +85,23 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
 }
 
 #ifdef QLM_WITH_CUDA
+TokenCodes gpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8, bool pdl) {
+  const Tensor xt = Tensor::from_vector(x, {M, K}).to(act).to_device(Device::cuda(0));
+  Tensor codes = Tensor::empty({M, K}, int8 ? DType::I8 : DType::F8_E4M3, Device::cpu());
+  std::fill_n(codes.data<uint8_t>(), M * K, uint8_t{0x5a});
+  codes = codes.to_device(Device::cuda(0));
+  Tensor scales =
+      Tensor::from_vector(std::vector<float>(static_cast<size_t>(M), std::numeric_limits<float>::quiet_NaN()), {M})
+          .to_device(Device::cuda(0));
+  EXPECT_EQ(cuda::launch_w8a8_quant_token(xt.raw_data(), cuda_float_type(act), M, K, int8, codes.raw_data(),
+                                          scales.data<float>(), pdl, cuda::context(0).stream),
+            cudaSuccess)
+      << dtype_name(act) << " M=" << M << " K=" << K;
+  const Tensor host_codes = codes.to_device(Device::cpu());
+  return {std::vector<uint8_t>(host_codes.data<uint8_t>(), host_codes.data<uint8_t>() + M * K),
+          scales.to_device(Device::cpu()).to_float_vector()};
+}
+
 std::vector<std::string> w8a8_cutlass_paths(const ScaledMMConfig& c) {
   std::vector<std::string> paths = {"off"};
   if (cuda::fp8_cutlass_available() && c.capability == 90 && c.act_dtype != DType::F32)

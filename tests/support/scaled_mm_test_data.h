@@ -40,6 +40,16 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
                                                       const std::vector<std::pair<std::string, std::string>>& env = {});
 
 #ifdef QLM_WITH_CUDA
+// The code bytes [M * K] (e4m3 or int8) and scales [M] of one run of the vectorised per-token quantizer.
+struct TokenCodes {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+
+// launch_w8a8_quant_token with INT8 (`int8`) or FP8 e4m3 codes on x [M, K] (F32 values exact in `act`) on GPU 0, into
+// poisoned outputs (codes 0x5a, scales NaN: every one must be written); a failed launch fails the test.
+TokenCodes gpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8, bool pdl);
+
 // The large-M paths a W8A8 kernel test checks besides the default rule, as values of <prefix>_CUTLASS_CONFIG:
 // cuBLASLt ("off"), and each CUTLASS configuration where this build and layer `c`'s device run them.
 std::vector<std::string> w8a8_cutlass_paths(const ScaledMMConfig& c);
