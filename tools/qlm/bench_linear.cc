@@ -1,7 +1,7 @@
 // `qlm bench-linear`: times one linear layer's kernel on random weights.
 //   qlm bench-linear --format {fp32,bf16,awq,gptq,ct,fp8,int8} --bits B --group G [--asym] [--act-order]
 //                    --k K --n N --m M [--device cpu|cuda] [--dtype f32|bf16|f16] [--kernel NAME]
-//                    [--threads T] [--iters I] [--json]
+//                    [--threads T] [--iters I] [--rotate R] [--calls C] [--json]
 // The contract of the JSON object (one line) is fixed: median_us, min_us, gflops (2*M*N*K / median),
 // weight_gbps (prepared weight bytes / median), kernel, m, k, n, bits, group, format, threads, plus extras.
 // Successive calls cycle through --rotate copies of the layer (default: enough for 128 MiB, four
@@ -9,7 +9,9 @@
 // stream from memory, as in a real model. On CUDA one timed iteration runs every copy once and
 // reports the mean per call: replayed from a CUDA graph (--timing graph, the default: device time
 // without host launch overhead) or launched between two events (--timing events: launch gaps
-// included, as in an eager model step); activations are --dtype (bf16 by default).
+// included, as in an eager model step); activations are --dtype (bf16 by default). --calls C makes a timed
+// iteration C calls instead, cycling through the copies (with --rotate 1: C calls back to back on one copy whose
+// weights fit the GPU's L2, the kernel's time without the DRAM stream).
 #include <time.h>
 
 #include <algorithm>
@@ -52,6 +54,7 @@ struct BenchLinearOptions {
   int threads = 0;
   int iters = 20;
   int rotate = 0;  // 0: auto
+  int calls = 0;   // CUDA: calls per timed iteration, cycling through the copies (0: one per copy)
   bool json = false;
 };
 
@@ -176,6 +179,9 @@ void check_options(const BenchLinearOptions& o) {
     if (m <= 0) fail("cli.args", {}, "", "--m values must be positive (got {})", m);
   if (o.iters <= 0) fail("cli.args", {}, "", "--iters must be positive");
   if (o.rotate < 0) fail("cli.args", {}, "", "--rotate must be >= 0");
+  if (o.calls < 0) fail("cli.args", {}, "", "--calls must be >= 0");
+  if (o.calls > 0 && o.device == "cpu")
+    fail("cli.args", {}, "leave --calls out on the CPU", "--calls is for CUDA timing");
   const bool quantized = o.format == "awq" || o.format == "gptq" || o.format == "ct";
   if (quantized) {
     if (o.bits != 2 && o.bits != 3 && o.bits != 4 && o.bits != 8)
@@ -210,12 +216,14 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
   us.reserve(o.iters);
   double min_cpu_us = 1e300;
   std::string timing = o.timing;
+  // One timed CUDA iteration: `calls` calls cycling through the copies (each copy once by default).
+  const int calls = o.calls > 0 ? o.calls : p.copies;
+  const auto batch = [&] {
+    for (int c = 0; c < calls; ++c) p.run(c % p.copies, x, y);
+  };
   if (!t.device.is_cpu() && timing == "graph") {
-    const auto batch = [&] {
-      for (int c = 0; c < p.copies; ++c) p.run(c, x, y);
-    };
     try {
-      for (double replay : cuda::time_graph_us(t.device.index, batch, o.iters)) us.push_back(replay / p.copies);
+      for (double replay : cuda::time_graph_us(t.device.index, batch, o.iters)) us.push_back(replay / calls);
     } catch (const Error& e) {
       if (e.code() != "cuda.graph") throw;
       std::fprintf(stderr, "note: %s; timing with events\n", e.what());
@@ -224,10 +232,7 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
   }
   for (int i = 0; i < o.iters && us.size() < static_cast<size_t>(o.iters); ++i) {
     if (!t.device.is_cpu()) {
-      const double batch = cuda::time_device_us(t.device.index, [&] {
-        for (int c = 0; c < p.copies; ++c) p.run(c, x, y);
-      });
-      us.push_back(batch / p.copies);
+      us.push_back(cuda::time_device_us(t.device.index, batch) / calls);
       continue;
     }
     const double c0 = cpu_now();
@@ -260,6 +265,7 @@ void time_one(const BenchLinearOptions& o, const Prepared& p) {
     j["threads"] = compute_threads();
     j["iters"] = o.iters;
     j["copies"] = p.copies;
+    if (!t.device.is_cpu()) j["calls"] = calls;
     j["median_us"] = median;
     j["min_us"] = us.front();
     if (t.device.is_cpu()) j["min_cpu_us"] = min_cpu_us;
@@ -324,6 +330,9 @@ void register_bench_linear_command(CLI::App& app) {
   cmd->add_option("--threads", opts->threads, "Compute threads (0: all available cores)")->capture_default_str();
   cmd->add_option("--iters", opts->iters, "Timed iterations")->capture_default_str();
   cmd->add_option("--rotate", opts->rotate, "Copies of the layer cycled through (0: enough to exceed the caches)")
+      ->capture_default_str();
+  cmd->add_option("--calls", opts->calls,
+                  "CUDA: calls per timed iteration, cycling through the copies (0: each copy once)")
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { bench_linear(*opts); });
