@@ -24,10 +24,7 @@
 #include "support/scaled_mm_test_data.h"
 #include "tests/support/cuda_test_util.h"
 #ifdef QLM_WITH_CUDA
-#include "cuda/context.h"
-#include "kernels/cuda/act_quant.h"
 #include "kernels/cuda/fp8_cutlass_gemm.h"
-#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
 #endif
 
 namespace qlm {

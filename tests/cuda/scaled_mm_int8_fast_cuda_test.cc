@@ -19,17 +19,9 @@
 
 #include "core/float_convert.h"
 #include "cuda/device.h"
-#include "kernels/cpu/scaled_mm_act_quant.h"
 #include "kernels/scaled_mm.h"
 #include "support/scaled_mm_test_data.h"
 #include "tests/support/cuda_test_util.h"
-
-#ifdef QLM_WITH_CUDA
-#include "cuda/context.h"
-#include "kernels/cuda/act_quant.h"
-#include "kernels/cuda/scaled_mm_cuda_common.h"
-#include "kernels/cuda/scaled_mm_fp8_fast_kernels.h"
-#endif
 
 namespace qlm {
 namespace {
@@ -139,18 +131,6 @@ TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
 }
 
-// The CPU quantizer's codes (as bytes) and scales (quantize_acts_int8) of the same values.
-testing::TokenCodes cpu_int8_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act) {
-  const ScaledMMConfig c = int8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 16, K, act, Device::cpu(), 0);
-  ScaledMMWeights w;
-  w.K = K;
-  std::vector<int8_t> codes(static_cast<size_t>(M * K));
-  testing::TokenCodes out;
-  out.scales = quantize_acts_int8(c, w, x.data(), M, codes.data(), K, nullptr).scale;
-  out.codes.assign(codes.begin(), codes.end());  // int8 -> its byte
-  return out;
-}
-
 // The per-token quantizer FP8 uses, with INT8 codes (the path of every M above the in-GEMM bound): codes and scales
 // bit-identical to the CPU quantizer for rows held in registers (1, 2, 4, 8 and 16 vectors of 8 per thread) and rows
 // read twice (K = 40000, and F32 from K = 16392), an all-zero row included.
@@ -164,7 +144,7 @@ TEST(CudaScaledMMInt8FastQuant, PerTokenCodesMatchCpuBitExactly) {
         const std::string what = fmt::format("{} M={} K={}", dtype_name(act), M, K);
         const testing::TokenCodes got =
             testing::gpu_token_codes(x, M, K, act, /*int8=*/true, /*pdl=*/(M + K / 8) % 2 == 0);
-        const testing::TokenCodes want = cpu_int8_token_codes(x, M, K, act);
+        const testing::TokenCodes want = testing::cpu_token_codes(x, M, K, act, /*int8=*/true);
         ASSERT_EQ(got.scales, want.scales) << what;
         for (size_t i = 0; i < want.codes.size(); ++i)
           ASSERT_EQ(got.codes[i], want.codes[i]) << what << " element " << i;
@@ -185,7 +165,7 @@ TEST(CudaScaledMMInt8FastQuant, EveryRoundingCaseMatchesCpu) {
   while (row.size() % 8 != 0) row.push_back(0.0f);
   const int64_t K = static_cast<int64_t>(row.size());
   const testing::TokenCodes got = testing::gpu_token_codes(row, 1, K, DType::F32, /*int8=*/true, /*pdl=*/false);
-  const testing::TokenCodes want = cpu_int8_token_codes(row, 1, K, DType::F32);
+  const testing::TokenCodes want = testing::cpu_token_codes(row, 1, K, DType::F32, /*int8=*/true);
   ASSERT_EQ(got.scales, std::vector<float>{1.0f});
   ASSERT_EQ(want.scales, std::vector<float>{1.0f});
   for (int64_t i = 0; i < K; ++i) {

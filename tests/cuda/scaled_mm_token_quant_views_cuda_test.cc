@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/float_convert.h"
 #include "cuda/device.h"
-#include "kernels/cpu/scaled_mm_act_quant.h"
 #include "kernels/scaled_mm.h"
 #include "support/scaled_mm_test_data.h"
-#include "tests/support/cuda_test_util.h"
 
 #ifdef QLM_WITH_CUDA
 #include "kernels/cuda/scaled_mm_cuda_common.h"
@@ -25,7 +22,8 @@ namespace {
 
 #ifdef QLM_WITH_CUDA
 
-ScaledMMConfig token_config(bool int8, int64_t K, DType act, Device device) {
+// The layer config quantize_acts_per_token_cuda reads: dynamic per-token symmetric INT8 or FP8 codes on GPU 0.
+ScaledMMConfig gpu_token_config(bool int8, int64_t K, DType act) {
   ScaledMMConfig c;
   c.K_p = K;
   c.N_p = 16;
@@ -34,27 +32,9 @@ ScaledMMConfig token_config(bool int8, int64_t K, DType act, Device device) {
   c.act = ActScheme::DynamicToken;
   c.act_symmetric = true;
   c.act_dtype = act;
-  c.device = device;
-  c.capability = device.is_cpu() ? 0 : cuda_devices().at(0).capability;
+  c.device = Device::cuda(0);
+  c.capability = cuda_devices().at(0).capability;
   return c;
-}
-
-// The CPU quantizer's codes (the e4m3 or int8 byte of each element) and scales for x [M, K].
-testing::TokenCodes cpu_codes(bool int8, const std::vector<float>& x, int64_t M, int64_t K, DType act) {
-  const ScaledMMConfig c = token_config(int8, K, act, Device::cpu());
-  ScaledMMWeights w;
-  w.K = K;
-  testing::TokenCodes out;
-  if (int8) {
-    std::vector<int8_t> codes(static_cast<size_t>(M * K));
-    out.scales = quantize_acts_int8(c, w, x.data(), M, codes.data(), K, nullptr).scale;
-    out.codes.assign(codes.begin(), codes.end());
-  } else {
-    std::vector<float> values(static_cast<size_t>(M * K));
-    out.scales = quantize_acts_fp8(c, w, x.data(), M, values.data(), K, nullptr).scale;
-    for (float v : values) out.codes.push_back(f32_to_e4m3(v));  // the CPU's values are e4m3-exact
-  }
-  return out;
 }
 
 // x [M, K] on GPU 0 as `act`, starting `shift` elements into its buffer (a view of a larger allocation), quantized by
@@ -64,7 +44,7 @@ testing::TokenCodes gpu_codes(bool int8, const std::vector<float>& x, int64_t M,
   padded.insert(padded.end(), x.begin(), x.end());
   const Tensor buffer = Tensor::from_vector(padded, {shift + M * K}).to(act).to_device(Device::cuda(0));
   const Tensor view = buffer.narrow(0, shift, M * K).view({M, K});
-  const CudaActCodes q = quantize_acts_per_token_cuda(token_config(int8, K, act, Device::cuda(0)), view, false);
+  const CudaActCodes q = quantize_acts_per_token_cuda(gpu_token_config(int8, K, act), view, false);
   const Tensor codes = q.codes.to_device(Device::cpu());
   std::vector<float> scales = q.scales.to_device(Device::cpu()).to_float_vector();
   scales.resize(static_cast<size_t>(M));  // one per row (the general quantizer's layout has M * groups, groups 1)
@@ -84,7 +64,7 @@ TEST(CudaScaledMMTokenQuantViews, MisalignedAndOddRowsMatchCpuBitExactly) {
             const std::string what =
                 fmt::format("{} {} M={} K={} shift={}", int8 ? "int8" : "fp8", dtype_name(act), M, K, shift);
             const testing::TokenCodes got = gpu_codes(int8, x, M, K, act, shift);
-            const testing::TokenCodes want = cpu_codes(int8, x, M, K, act);
+            const testing::TokenCodes want = testing::cpu_token_codes(x, M, K, act, int8);
             ASSERT_EQ(got.scales, want.scales) << what;
             ASSERT_EQ(got.codes.size(), want.codes.size()) << what;
             for (size_t i = 0; i < want.codes.size(); ++i) ASSERT_EQ(got.codes[i], want.codes[i]) << what << " at " << i;

@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "cuda/device.h"
+#include "kernels/cpu/scaled_mm_act_quant.h"
 #include "support/cuda_test_util.h"
 
 #ifdef QLM_WITH_CUDA
@@ -82,6 +83,31 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
   k->prepare(clone_weights(w));
   for (const auto& [name, value] : env) unsetenv(name.c_str());
   return k;
+}
+
+TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8) {
+  ScaledMMConfig c;
+  c.K_p = K;
+  c.N_p = 16;
+  c.weight_type = int8 ? W8Type::Int8 : W8Type::Fp8E4M3;
+  c.weight_scale = WeightScaleKind::Tensor;
+  c.act = ActScheme::DynamicToken;
+  c.act_symmetric = true;
+  c.act_dtype = act;
+  c.device = Device::cpu();
+  ScaledMMWeights w;
+  w.K = K;
+  TokenCodes out;
+  if (int8) {
+    std::vector<int8_t> codes(static_cast<size_t>(M * K));
+    out.scales = quantize_acts_int8(c, w, x.data(), M, codes.data(), K, nullptr).scale;
+    out.codes.assign(codes.begin(), codes.end());  // int8 -> its byte
+  } else {
+    std::vector<float> values(static_cast<size_t>(M * K));
+    out.scales = quantize_acts_fp8(c, w, x.data(), M, values.data(), K, nullptr).scale;
+    for (float v : values) out.codes.push_back(f32_to_e4m3(v));  // the values are e4m3-exact
+  }
+  return out;
 }
 
 #ifdef QLM_WITH_CUDA

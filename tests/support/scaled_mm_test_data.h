@@ -39,13 +39,17 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
                                                       const ScaledMMWeights& w,
                                                       const std::vector<std::pair<std::string, std::string>>& env = {});
 
-#ifdef QLM_WITH_CUDA
-// The code bytes [M * K] (e4m3 or int8) and scales [M] of one run of the vectorised per-token quantizer.
+// Per-token activation codes: the code bytes [M * K] (e4m3 or int8) and scales [M].
 struct TokenCodes {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
 };
 
+// The CPU quantizer's dynamic per-token symmetric codes (quantize_acts_int8 / quantize_acts_fp8) of x [M, K] (F32
+// values exact in `act`), INT8 (`int8`) or FP8 e4m3: what every GPU quantizer must give bit for bit.
+TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8);
+
+#ifdef QLM_WITH_CUDA
 // launch_w8a8_quant_token with INT8 (`int8`) or FP8 e4m3 codes on x [M, K] (F32 values exact in `act`) on GPU 0, into
 // poisoned outputs (codes 0x5a, scales NaN: every one must be written); a failed launch fails the test.
 TokenCodes gpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8, bool pdl);
