@@ -35,8 +35,12 @@ double tolerance(DType act) { return act == DType::F32 ? 1e-5 : act == DType::F1
 void check_dense(DType weight_dtype, DType act, int64_t K, int64_t N,
                  const std::vector<int64_t>& rows = {1, 5, 33, 130, 300}) {
   const Device dev = Device::cuda(0);
-  DenseLinearConfig c{.K_p = K, .N_p = N, .weight_dtype = weight_dtype, .act_dtype = act, .device = dev,
-                      .capability = cuda_devices().at(0).capability};
+  DenseLinearConfig c{.K_p = K,
+                      .N_p = N,
+                      .weight_dtype = weight_dtype,
+                      .act_dtype = act,
+                      .device = dev,
+                      .capability = cuda_capability(0)};
   const auto* entry = DenseKernelRegistry::instance().find("cuda_cublas_dense");
   ASSERT_TRUE(entry != nullptr);
   ASSERT_FALSE(entry->can_implement(c).has_value()) << *entry->can_implement(c);

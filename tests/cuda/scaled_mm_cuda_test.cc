@@ -72,8 +72,6 @@ std::vector<float> rounded_to(DType act, std::vector<float> v) {
   return v;
 }
 
-int capability0() { return cuda_devices().at(0).capability; }
-
 std::vector<float> run_gpu(const ScaledMMKernelRegistry::Entry& e, const ScaledMMConfig& c, const ScaledMMWeights& w,
                            const std::vector<float>& x, int64_t M, const std::vector<float>* bias) {
   auto k = e.create(c);
@@ -128,7 +126,7 @@ TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
     for (DType act : {DType::F32, DType::BF16, DType::F16})
       for (int64_t M : {1, 5, 33, 130})
         for (int64_t K : {100, 272, 1000}) {
-          const ScaledMMConfig c = make_config(v, 16, K, act, Device::cuda(0), capability0());
+          const ScaledMMConfig c = make_config(v, 16, K, act, Device::cuda(0), cuda_capability(0));
           const std::string what = variant_str(c, M);
           ScaledMMWeights w;
           w.K = K;
@@ -171,7 +169,7 @@ TEST(CudaActQuant, CodesAndScalesMatchCpuQuantizersBitExactly) {
 void check_variant(const Variant& v, int64_t N, int64_t K, std::set<std::string>& ran,
                    const std::vector<int64_t>& Ms = {1, 5, 33, 130, 300}) {
   for (DType act : {DType::F32, DType::BF16, DType::F16}) {
-    const ScaledMMConfig c = make_config(v, N, K, act, Device::cuda(0), capability0());
+    const ScaledMMConfig c = make_config(v, N, K, act, Device::cuda(0), cuda_capability(0));
     const ScaledMMWeights w = make_weights(v, N, K, 11 + N + K);
     std::vector<float> bias(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
@@ -210,7 +208,7 @@ TEST_P(CudaScaledMMTest, MatchesCpuRef) {
   if (lt_format && v.type == W8Type::Int8) {
     EXPECT_TRUE(ran.count("cuda_scaled_mm_int8_lt"));
   }
-  if (lt_format && v.type == W8Type::Fp8E4M3 && capability0() >= 89) {
+  if (lt_format && v.type == W8Type::Fp8E4M3 && cuda_capability(0) >= 89) {
     EXPECT_TRUE(ran.count("cuda_scaled_mm_fp8_lt"));
   }
 }

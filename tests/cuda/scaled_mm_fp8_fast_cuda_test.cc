@@ -78,8 +78,6 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
   return testing::make_scaled_mm_kernel(kName, c, w, env);
 }
 
-int capability0() { return cuda_devices().at(0).capability; }
-
 // With QLM_TEST_TRACE set, each kernel run is printed (and flushed) before it starts: the last line names the
 // run that hangs when the GPU check's time limit kills the test.
 void trace_run(const std::string& what) {
@@ -92,7 +90,7 @@ void trace_run(const std::string& what) {
 void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
                  const std::vector<int64_t>& Ms) {
   for (DType act : dtypes) {
-    const ScaledMMConfig c = fp8_config(v, N, K, act, Device::cuda(0), capability0());
+    const ScaledMMConfig c = fp8_config(v, N, K, act, Device::cuda(0), cuda_capability(0));
     ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
     const ScaledMMWeights w = fp8_weights(v, N, K, 3 + N + K);
     std::vector<float> bias(static_cast<size_t>(N));
@@ -121,7 +119,7 @@ class CudaScaledMMFp8FastTest : public ::testing::TestWithParam<Fp8Variant> {};
 
 TEST_P(CudaScaledMMFp8FastTest, MatchesCpuRef) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  if (cuda_capability(0) < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
   const std::vector<int64_t> Ms = {1, 3, 16, 17, 32, 64, 129, 300};
   // N not a multiple of the 128-row block (idle warps); K of 2 and 5 steps (odd K splits).
   check_shape(GetParam(), 144, 512, {DType::BF16, DType::F16, DType::F32}, Ms);
@@ -135,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMFp8FastTest, ::testing::ValuesIn(fp8_v
 // Llama-sized K: long FP8 accumulations, K split across many blocks.
 TEST(CudaScaledMMFp8FastLarge, LongReductions) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  if (cuda_capability(0) < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
   check_shape({WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, {DType::BF16}, {1, 16, 64});
   check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 17});
 }
@@ -145,7 +143,8 @@ TEST(CudaScaledMMFp8FastLarge, LongReductions) {
 // CUTLASS configuration; the errors are printed for the notes.
 TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() != 90 || !cuda::fp8_cutlass_available()) GTEST_SKIP() << "CUTLASS sm_90a kernels not available";
+  if (cuda_capability(0) != 90 || !cuda::fp8_cutlass_available())
+    GTEST_SKIP() << "CUTLASS sm_90a kernels not available";
   const ScaledMMConfig c =
       fp8_config({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 256, 14336, DType::BF16, Device::cuda(0), 90);
   const ScaledMMWeights w = fp8_weights({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 256, 14336, 99);
@@ -179,7 +178,7 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
 // its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMFp8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
+  if (cuda_capability(0) < 89) GTEST_SKIP() << "FP8 mma needs capability >= 89";
   testing::check_quantizing_in_the_gemm(W8Type::Fp8E4M3, kName, "QLM_FP8");
   // Static and per-tensor dynamic scales always take the quantizer.
   const Fp8Variant st{WeightScaleKind::Tensor, ActScheme::StaticTensor};

@@ -65,8 +65,6 @@ ScaledMMWeights int8_weights(const Int8Variant& v, int64_t N, int64_t K, uint64_
 // The W8A8 bound of the CUDA issue (relative mean error <= 2e-3 with BF16 activations).
 double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
-int capability0() { return cuda_devices().at(0).capability; }
-
 std::vector<float> test_bias(int64_t N) {
   std::vector<float> bias(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
@@ -76,7 +74,7 @@ std::vector<float> test_bias(int64_t N) {
 void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
                  const std::vector<int64_t>& Ms) {
   for (DType act : dtypes) {
-    const ScaledMMConfig c = int8_config(v, N, K, act, Device::cuda(0), capability0());
+    const ScaledMMConfig c = int8_config(v, N, K, act, Device::cuda(0), cuda_capability(0));
     ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
     const ScaledMMWeights w = int8_weights(v, N, K, 5 + N + K);
     const std::vector<float> bias = test_bias(N);
@@ -104,7 +102,7 @@ class CudaScaledMMInt8FastTest : public ::testing::TestWithParam<Int8Variant> {}
 
 TEST_P(CudaScaledMMInt8FastTest, MatchesCpuRef) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  if (cuda_capability(0) < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
   const std::vector<int64_t> Ms = {1, 3, 4, 5, 16, 17, 64, 129, 257};
   // N not a multiple of the 128-row block (idle warps); K of 2 and 5 steps (odd K splits).
   check_shape(GetParam(), 144, 512, {DType::BF16, DType::F16, DType::F32}, Ms);
@@ -118,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMInt8FastTest, ::testing::ValuesIn(int8
 // Llama-sized K: long int32 accumulations, K split across many blocks.
 TEST(CudaScaledMMInt8FastLarge, LongReductions) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  if (cuda_capability(0) < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
   check_shape({WeightScaleKind::Channel, ActScheme::DynamicToken}, 256, 4096, {DType::BF16}, {1, 16, 64});
   check_shape({WeightScaleKind::Tensor, ActScheme::DynamicToken}, 128, 14336, {DType::BF16}, {1, 2, 17});
 }
@@ -127,7 +125,7 @@ TEST(CudaScaledMMInt8FastLarge, LongReductions) {
 // its quantizer, GEMM and reduction kernels (testing::check_quantizing_in_the_gemm).
 TEST(CudaScaledMMInt8FastFused, QuantizingInTheGemmIsBitIdentical) {
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device";
-  if (capability0() < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
+  if (cuda_capability(0) < 80) GTEST_SKIP() << "INT8 mma.sync m16n8k32 needs capability >= 80";
   testing::check_quantizing_in_the_gemm(W8Type::Int8, kName, "QLM_INT8");
 }
 

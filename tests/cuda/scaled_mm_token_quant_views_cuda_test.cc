@@ -33,7 +33,7 @@ ScaledMMConfig gpu_token_config(bool int8, int64_t K, DType act) {
   c.act_symmetric = true;
   c.act_dtype = act;
   c.device = Device::cuda(0);
-  c.capability = cuda_devices().at(0).capability;
+  c.capability = cuda_capability(0);
   return c;
 }
 

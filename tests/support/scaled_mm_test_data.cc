@@ -180,7 +180,7 @@ void check_quantizing_in_the_gemm(W8Type type, const char* kernel, const std::st
         c.act = ActScheme::DynamicToken;
         c.act_dtype = act;
         c.device = Device::cuda(0);
-        c.capability = cuda_devices().at(0).capability;
+        c.capability = cuda_capability(0);
         ASSERT_FALSE(entry->can_implement(c).has_value()) << c.describe();
         const ScaledMMWeights w = random_scaled_mm_weights({.type = type, .ws = ws}, sh.N, sh.K, 11 + sh.N);
         std::vector<float> bias(static_cast<size_t>(sh.N));
