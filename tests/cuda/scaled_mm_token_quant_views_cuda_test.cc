@@ -22,21 +22,6 @@ namespace {
 
 #ifdef QLM_WITH_CUDA
 
-// The layer config quantize_acts_per_token_cuda reads: dynamic per-token symmetric INT8 or FP8 codes on GPU 0.
-ScaledMMConfig gpu_token_config(bool int8, int64_t K, DType act) {
-  ScaledMMConfig c;
-  c.K_p = K;
-  c.N_p = 16;
-  c.weight_type = int8 ? W8Type::Int8 : W8Type::Fp8E4M3;
-  c.weight_scale = WeightScaleKind::Tensor;
-  c.act = ActScheme::DynamicToken;
-  c.act_symmetric = true;
-  c.act_dtype = act;
-  c.device = Device::cuda(0);
-  c.capability = cuda_capability(0);
-  return c;
-}
-
 // x [M, K] on GPU 0 as `act`, starting `shift` elements into its buffer (a view of a larger allocation), quantized by
 // quantize_acts_per_token_cuda.
 testing::TokenCodes gpu_codes(bool int8, const std::vector<float>& x, int64_t M, int64_t K, DType act, int64_t shift) {
@@ -44,7 +29,8 @@ testing::TokenCodes gpu_codes(bool int8, const std::vector<float>& x, int64_t M,
   padded.insert(padded.end(), x.begin(), x.end());
   const Tensor buffer = Tensor::from_vector(padded, {shift + M * K}).to(act).to_device(Device::cuda(0));
   const Tensor view = buffer.narrow(0, shift, M * K).view({M, K});
-  const CudaActCodes q = quantize_acts_per_token_cuda(gpu_token_config(int8, K, act), view, false);
+  const CudaActCodes q =
+      quantize_acts_per_token_cuda(testing::token_quant_config(int8, K, act, Device::cuda(0)), view, false);
   const Tensor codes = q.codes.to_device(Device::cpu());
   std::vector<float> scales = q.scales.to_device(Device::cpu()).to_float_vector();
   scales.resize(static_cast<size_t>(M));  // one per row (the general quantizer's layout has M * groups, groups 1)

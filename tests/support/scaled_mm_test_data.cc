@@ -85,7 +85,7 @@ std::unique_ptr<ScaledMMKernel> make_scaled_mm_kernel(const char* kernel, const 
   return k;
 }
 
-TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8) {
+ScaledMMConfig token_quant_config(bool int8, int64_t K, DType act, Device device) {
   ScaledMMConfig c;
   c.K_p = K;
   c.N_p = 16;
@@ -94,7 +94,13 @@ TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DT
   c.act = ActScheme::DynamicToken;
   c.act_symmetric = true;
   c.act_dtype = act;
-  c.device = Device::cpu();
+  c.device = device;
+  if (!device.is_cpu()) c.capability = cuda_capability(device.index);
+  return c;
+}
+
+TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8) {
+  const ScaledMMConfig c = token_quant_config(int8, K, act, Device::cpu());
   ScaledMMWeights w;
   w.K = K;
   TokenCodes out;

@@ -45,6 +45,10 @@ struct TokenCodes {
   std::vector<float> scales;
 };
 
+// The layer config the per-token quantizers read: dynamic per-token symmetric INT8 (`int8`) or FP8 e4m3 activations
+// of width K in `act` on `device` (capability 0 on the CPU, else the GPU's), a tensor-scaled weight of 16 rows.
+ScaledMMConfig token_quant_config(bool int8, int64_t K, DType act, Device device);
+
 // The CPU quantizer's dynamic per-token symmetric codes (quantize_acts_int8 / quantize_acts_fp8) of x [M, K] (F32
 // values exact in `act`), INT8 (`int8`) or FP8 e4m3: what every GPU quantizer must give bit for bit.
 TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8);
