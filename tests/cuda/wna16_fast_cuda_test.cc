@@ -555,6 +555,14 @@ TEST(Wna16FastPaths, AlignedGrid) {
   EXPECT_EQ(wna16_aligned_grid(7, 7), 7);
   EXPECT_EQ(wna16_aligned_grid(5, 1), 1);
   EXPECT_EQ(wna16_aligned_grid(5, 0), 1);
+  // The small-layer grid: the most blocks under the bound that split every tile alike.
+  EXPECT_EQ(wna16_stream_small_grid(16, 132, 750), 96);  // 8b.o: 6 segments per tile
+  EXPECT_EQ(wna16_stream_small_grid(24, 132, 750), 96);  // 8b.qkv: 4
+  EXPECT_EQ(wna16_stream_small_grid(14, 132, 750), 98);  // N = 3584: 7
+  EXPECT_EQ(wna16_stream_small_grid(40, 132, 600), 40);  // one block per tile
+  EXPECT_EQ(wna16_stream_small_grid(112, 132, 750), 0);  // fewer blocks than tiles: keep the aligned grid
+  EXPECT_EQ(wna16_stream_small_grid(16, 132, 0), 0);
+  EXPECT_EQ(wna16_stream_small_grid(0, 132, 750), 0);
   // The stream kernel's share: layers below 2e8 weights may drop to 80 % of the SMs for an aligned grid.
   EXPECT_EQ(wna16_stream_aligned_keep(4096, 28672), 800);
   EXPECT_EQ(wna16_stream_aligned_keep(8192, 57344), 875);

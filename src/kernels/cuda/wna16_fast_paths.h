@@ -161,6 +161,16 @@ constexpr bool wna16_whole_tiles(int64_t tiles, int64_t cap, int64_t keep_permil
 constexpr int64_t wna16_stream_aligned_keep(int64_t K, int64_t N) {
   return static_cast<double>(K) * static_cast<double>(N) < 2e8 ? 800 : 875;
 }
+// A smaller stream-K grid for few tokens on small layers (tuning, QLM_W4FAST_STREAM_SMALL_GRID=permille; off by
+// default): the most blocks G <= permille / 1000 x cap that split every one of the `tiles` tiles into the same number
+// of segments (G a multiple of the tile count), or 0 where no such G exists (fewer blocks than tiles). H100, session 55
+// (docs/w4a16-kernel-notes.md, v7w): 96 blocks instead of the aligned grid's 128 / 120 took 8b.o at 8 / 16 tokens from
+// 8.55 / 11.96 to 7.61 / 10.52 us and 8b.qkv at 16 from 13.16 to 11.00, and cost 70b.o 10 %.
+constexpr int64_t wna16_stream_small_grid(int64_t tiles, int64_t cap, int64_t permille) {
+  if (tiles <= 0 || cap <= 0 || permille <= 0) return 0;
+  const int64_t bound = cap * permille / 1000;
+  return bound >= tiles ? bound / tiles * tiles : 0;
+}
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
 // below, M >= 16 on layers of < 3e7 weights with N <= 4096, M >= 17 on >= 7.5e7 and on [6e7, 7.5e7) with
