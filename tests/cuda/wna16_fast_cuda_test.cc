@@ -555,14 +555,22 @@ TEST(Wna16FastPaths, AlignedGrid) {
   EXPECT_EQ(wna16_aligned_grid(7, 7), 7);
   EXPECT_EQ(wna16_aligned_grid(5, 1), 1);
   EXPECT_EQ(wna16_aligned_grid(5, 0), 1);
-  // The small-layer grid: the most blocks under the bound that split every tile alike.
-  EXPECT_EQ(wna16_stream_small_grid(16, 132, 750), 96);  // 8b.o: 6 segments per tile
-  EXPECT_EQ(wna16_stream_small_grid(24, 132, 750), 96);  // 8b.qkv: 4
-  EXPECT_EQ(wna16_stream_small_grid(14, 132, 750), 98);  // N = 3584: 7
-  EXPECT_EQ(wna16_stream_small_grid(40, 132, 600), 40);  // one block per tile
-  EXPECT_EQ(wna16_stream_small_grid(112, 132, 750), 0);  // fewer blocks than tiles: keep the aligned grid
+  // The small-layer grid: the most blocks under 3/4 of the SMs that split every tile into the same number of
+  // segments, two at least; from 2 tokens on layers of < 6e7 weights.
+  EXPECT_EQ(wna16_stream_small_grid(16, 132), 96);      // 8b.o: 6 segments per tile
+  EXPECT_EQ(wna16_stream_small_grid(24, 132), 96);      // 8b.qkv: 4
+  EXPECT_EQ(wna16_stream_small_grid(14, 132), 98);      // N = 3584: 7
+  EXPECT_EQ(wna16_stream_small_grid(12, 132), 96);      // N = 3072: 8
+  EXPECT_EQ(wna16_stream_small_grid(40, 132, 600), 0);  // one block per tile: keep the aligned grid
+  EXPECT_EQ(wna16_stream_small_grid(64, 132), 0);       // 3072 x 16384: the same
+  EXPECT_EQ(wna16_stream_small_grid(112, 132), 0);      // fewer blocks than tiles
   EXPECT_EQ(wna16_stream_small_grid(16, 132, 0), 0);
-  EXPECT_EQ(wna16_stream_small_grid(0, 132, 750), 0);
+  EXPECT_EQ(wna16_stream_small_grid(0, 132), 0);
+  EXPECT_EQ(wna16_stream_small_grid(16, 16), 0);
+  EXPECT_TRUE(wna16_stream_small_grid_layer(2, 4096, 4096));
+  EXPECT_TRUE(wna16_stream_small_grid_layer(16, 14336, 4096));  // 5.9e7 weights
+  EXPECT_FALSE(wna16_stream_small_grid_layer(1, 4096, 4096));
+  EXPECT_FALSE(wna16_stream_small_grid_layer(16, 8192, 8192));  // 6.7e7
   // The stream kernel's share: layers below 2e8 weights may drop to 80 % of the SMs for an aligned grid.
   EXPECT_EQ(wna16_stream_aligned_keep(4096, 28672), 800);
   EXPECT_EQ(wna16_stream_aligned_keep(8192, 57344), 875);

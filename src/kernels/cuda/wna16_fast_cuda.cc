@@ -562,11 +562,10 @@ class CudaWna16FastKernel final : public MPLinearKernel {
         aligned_grids() && max_blocks <= 0
             ? wna16_aligned_grid(n_tiles, cap, aligned_keep(wna16_stream_aligned_keep(cfg_.K_p, cfg_.N_p)))
             : cap);
-    // QLM_W4FAST_STREAM_SMALL_GRID=permille (tuning, off by default): from 2 tokens on layers of < 6e7 weights, the
-    // grid of wna16_stream_small_grid instead.
-    static const int64_t small_grid = env_int("QLM_W4FAST_STREAM_SMALL_GRID", 0);
-    if (small_grid > 0 && max_blocks <= 0 && M >= 2 &&
-        static_cast<double>(cfg_.K_p) * static_cast<double>(cfg_.N_p) < 6e7)
+    // Fewer blocks from 2 tokens on small layers (wna16_stream_small_grid); QLM_W4FAST_STREAM_SMALL_GRID=permille
+    // sets the share of the SMs (0: off, the aligned grid).
+    static const int64_t small_grid = env_int("QLM_W4FAST_STREAM_SMALL_GRID", kWna16StreamSmallGridPermille);
+    if (small_grid > 0 && aligned_grids() && max_blocks <= 0 && wna16_stream_small_grid_layer(M, cfg_.K_p, cfg_.N_p))
       if (const int64_t g = wna16_stream_small_grid(n_tiles, cap, small_grid); g > 0) blocks = static_cast<int>(g);
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);

@@ -161,15 +161,29 @@ constexpr bool wna16_whole_tiles(int64_t tiles, int64_t cap, int64_t keep_permil
 constexpr int64_t wna16_stream_aligned_keep(int64_t K, int64_t N) {
   return static_cast<double>(K) * static_cast<double>(N) < 2e8 ? 800 : 875;
 }
-// A smaller stream-K grid for few tokens on small layers (tuning, QLM_W4FAST_STREAM_SMALL_GRID=permille; off by
-// default): the most blocks G <= permille / 1000 x cap that split every one of the `tiles` tiles into the same number
-// of segments (G a multiple of the tile count), or 0 where no such G exists (fewer blocks than tiles). H100, session 55
-// (docs/w4a16-kernel-notes.md, v7w): 96 blocks instead of the aligned grid's 128 / 120 took 8b.o at 8 / 16 tokens from
-// 8.55 / 11.96 to 7.61 / 10.52 us and 8b.qkv at 16 from 13.16 to 11.00, and cost 70b.o 10 %.
-constexpr int64_t wna16_stream_small_grid(int64_t tiles, int64_t cap, int64_t permille) {
+// The stream-K grid for 2-16 tokens on layers of < 6e7 weights (wna16_stream_small_grid_layer): the most blocks G <=
+// permille / 1000 x cap that split every one of the `tiles` tiles into the same number of segments, at least two (G a
+// multiple of the tile count, >= 2 x tiles), or 0 where there is none (the aligned grid then stays). With more tokens
+// the partial sums that a split tile's last block adds up grow (16 rows x 256 columns x 4 bytes a segment at 16
+// tokens), and on small layers fewer segments pay for fewer SMs. H100, session 55, same binary
+// (docs/w4a16-kernel-notes.md, v7w; docs/perf-data/w4a16_small_grid_h100_s55.jsonl), µs at 2 / 8 / 16 tokens, aligned
+// grid vs 750 per mille: 8b.o 4096 x 4096 (128 -> 96 blocks) 7.61 / 8.53 / 11.96 vs 7.12 / 7.61 / 10.53; 8b.qkv 4096 x
+// 6144 (120 -> 96) 8.75 / 9.27 / 13.01 vs 8.42 / 8.99 / 11.02; 8b.down 14336 x 4096 15.04 / 16.68 / 19.22 vs 14.38 /
+// 15.09 / 19.37; 3072 x 3072 (132 -> 96) 7.75 / 8.43 / 12.55 vs 5.76 / 6.42 / 9.68; 8192 x 3072 11.47 / 12.06 / 15.88
+// vs 8.83 / 9.62 / 12.91; 3584 x 4608, 3584 x 3584, 3072 x 5120 4-13 % ahead at 12-16 tokens, 0-7 % at 2-8 (3072 x 5120
+// at 2 tokens 1.9 % behind). One block per tile (3072 x 16384: 64 blocks instead of 128) lost 12-25 %, hence two
+// segments at least; on 70b.o (6.7e7 weights) 96 blocks cost 8-10 %, hence the layer bound. Measured on the H100 only.
+constexpr int64_t kWna16StreamSmallGridPermille = 750;
+constexpr int64_t wna16_stream_small_grid(int64_t tiles, int64_t cap,
+                                          int64_t permille = kWna16StreamSmallGridPermille) {
   if (tiles <= 0 || cap <= 0 || permille <= 0) return 0;
-  const int64_t bound = cap * permille / 1000;
-  return bound >= tiles ? bound / tiles * tiles : 0;
+  const int64_t per_tile = cap * permille / 1000 / tiles;
+  return per_tile >= 2 ? per_tile * tiles : 0;
+}
+// Whether M tokens of a K x N layer take wna16_stream_small_grid's grid: 2 <= M (one token keeps the aligned grid: no
+// gain measured there) on layers of < 6e7 weights.
+constexpr bool wna16_stream_small_grid_layer(int64_t M, int64_t K, int64_t N) {
+  return M >= 2 && static_cast<double>(K) * static_cast<double>(N) < 6e7;
 }
 // The wgmma tile configuration (index into kWna16WgmmaTiles, wna16_wgmma.h) the rule gives M tokens of a
 // K x N layer of 4-bit weights, or -1 where the rule leaves M to the other paths: M >= 33 everywhere;
