@@ -558,15 +558,15 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_stream_stage_count(a_);
     const int64_t n_tiles = (a_.N_pad + cuda::kWna16TiledCols - 1) / cuda::kWna16TiledCols;
     const int64_t cap = std::min(grid, stages);
-    int blocks = static_cast<int>(
-        aligned_grids() && max_blocks <= 0
-            ? wna16_aligned_grid(n_tiles, cap, aligned_keep(wna16_stream_aligned_keep(cfg_.K_p, cfg_.N_p)))
-            : cap);
     // Fewer blocks from 2 tokens on small layers (wna16_stream_small_grid); QLM_W4FAST_STREAM_SMALL_GRID=permille
     // sets the share of the SMs (0: off, the aligned grid).
     static const int64_t small_grid = env_int("QLM_W4FAST_STREAM_SMALL_GRID", kWna16StreamSmallGridPermille);
-    if (small_grid > 0 && aligned_grids() && max_blocks <= 0 && wna16_stream_small_grid_layer(M, cfg_.K_p, cfg_.N_p))
-      if (const int64_t g = wna16_stream_small_grid(n_tiles, cap, small_grid); g > 0) blocks = static_cast<int>(g);
+    const int blocks = static_cast<int>([&]() -> int64_t {
+      if (!aligned_grids() || max_blocks > 0) return cap;
+      if (small_grid > 0 && wna16_stream_small_grid_layer(M, cfg_.K_p, cfg_.N_p))
+        if (const int64_t g = wna16_stream_small_grid(n_tiles, cap, small_grid); g > 0) return g;
+      return wna16_aligned_grid(n_tiles, cap, aligned_keep(wna16_stream_aligned_keep(cfg_.K_p, cfg_.N_p)));
+    }());
     const int64_t slots = cuda::wna16_stream_max_segments(a_, M, blocks);
     Tensor ws = Tensor::empty({n_tiles * slots * 8 * mt * cuda::kWna16TiledCols}, DType::F32, cfg_.device);
     // Programmatic dependent launch: the first ring of weights is requested while the previous kernel ends
