@@ -62,13 +62,13 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 double tolerance_of(DType d) { return d == DType::F32 ? 1e-5 : d == DType::F16 ? 2e-3 : 1.6e-2; }
 
-// Widths that take every path of the kernel: 16-byte loads with one or more per thread (96, 4096,
-// 5000, 8192: 24 to 1024 threads), and single floats (4095: odd width, so rows 3..4 also start
-// unaligned).
+// Widths that take every path of the kernel: 16-byte loads held in registers, one to four a thread (96, 4096,
+// 5000, 8192, 16384: 24 to 1024 threads), in the general loop past that (16400), and single floats (4095: odd
+// width, so rows 3..4 also start unaligned).
 TEST(CudaRuntimeOps, RmsNormRowsAndHeads) {
   SKIP_WITHOUT_GPU();
   const int64_t T = 5, heads = 3, d = 32;
-  for (const int64_t width : {96, 4095, 4096, 5000, 8192}) {
+  for (const int64_t width : {96, 4095, 4096, 5000, 8192, 16384, 16400}) {
     const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 1, 3.0f);
     const std::vector<float> w = random_floats(static_cast<size_t>(width), 2);
     for (DType out : {DType::F32, DType::F16, DType::BF16}) {
@@ -118,6 +118,59 @@ TEST(CudaRuntimeOps, AddRmsNormEqualsAddThenNorm) {
         EXPECT_TRUE(std::equal(got_x.begin() + 3 * width, got_x.end(), want_x.begin() + 3 * width)) << what;
         EXPECT_TRUE(std::equal(got_x.begin(), got_x.begin() + 3 * width, x.begin())) << what << ": rows 0..2 untouched";
       }
+}
+
+// The form that holds a row in registers (one to four float4s a thread) gives the general loop's bits: y, and with
+// the residual add x too, for widths at and between the float4 counts (4100 and 5120: two a thread, the second
+// partly past the row; 12288: three, in the four-float4 kernel), past them (16400: both forms are the loop), with
+// every add dtype, F32 and BF16 outputs, and the per-head form (groups of one row).
+TEST(CudaRuntimeOps, RmsNormRegisterFormEqualsLoop) {
+  SKIP_WITHOUT_GPU();
+  struct Restore {
+    ~Restore() { ops::cu::set_rms_norm_registers(-1); }
+  } restore;
+  const int64_t T = 3;
+  const auto run = [&](int registers, int64_t width, std::optional<DType> add_type, DType out) {
+    ops::cu::set_rms_norm_registers(registers);
+    const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 41, 3.0f);
+    const std::vector<float> w = random_floats(static_cast<size_t>(width), 43);
+    Tensor dx = upload(x, {T, width});
+    Tensor y = add_type ? ops::cu::add_rms_norm(dx,
+                                                Tensor::from_vector(random_floats(x.size(), 42, 2.0f), {T, width})
+                                                    .to(*add_type)
+                                                    .to_device(kGpu),
+                                                0, T, upload(w, {width}), 1e-6f, out)
+                        : ops::cu::rms_norm(dx, 0, T, upload(w, {width}), 1e-6f, out);
+    return std::make_pair(download(y), download(dx));
+  };
+  for (const int64_t width : {96, 4096, 4100, 5120, 8192, 12288, 16384, 16400})
+    for (const std::optional<DType> add_type :
+         {std::optional<DType>{}, std::optional<DType>{DType::F32}, std::optional<DType>{DType::BF16}})
+      for (const DType out : {DType::F32, DType::BF16}) {
+        const std::string what = "width " + std::to_string(width) + " add " +
+                                 (add_type ? std::string(dtype_name(*add_type)) : std::string("none")) + " out " +
+                                 std::string(dtype_name(out));
+        const auto [y_reg, x_reg] = run(1, width, add_type, out);
+        const auto [y_loop, x_loop] = run(0, width, add_type, out);
+        EXPECT_EQ(y_reg, y_loop) << what;
+        EXPECT_EQ(x_reg, x_loop) << what;
+        EXPECT_TRUE(std::all_of(y_reg.begin(), y_reg.end(), [](float v) { return std::isfinite(v); })) << what;
+      }
+  // Per-head norms (groups > 1 of one row each): heads of 128 and 256.
+  for (const int64_t d : {128, 256}) {
+    const int64_t heads = 5, stride = heads * d + 64;
+    const std::vector<float> xh = random_floats(static_cast<size_t>(T * stride), 44, 2.0f);
+    const std::vector<float> hw = random_floats(static_cast<size_t>(d), 45);
+    std::vector<float> got[2];
+    for (const int registers : {1, 0}) {
+      ops::cu::set_rms_norm_registers(registers);
+      Tensor dev = upload(xh, {T, stride});
+      ops::cu::head_rms_norm(dev, 64, heads, d, upload(hw, {d}), 1e-6f);
+      got[registers] = download(dev);
+    }
+    EXPECT_EQ(got[1], got[0]) << "head_rms_norm d " << d;
+    EXPECT_NE(got[1], xh) << "head_rms_norm d " << d << " changed nothing";
+  }
 }
 
 TEST(CudaRuntimeOps, RotaryMatchesCpu) {

@@ -27,6 +27,11 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
                             int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps, cudaStream_t stream,
                             bool next_first = false);
 
+// Which form the RMSNorm kernels take where either would do (tests compare them; the same bits): 1 the form that holds
+// a vector in registers (up to 16 elements a thread, weights loaded before the wait for the previous kernel), 0 the
+// general loop, -1 (the default) the register form unless QLM_NORM_ONE=0.
+void set_rms_norm_registers(int on);
+
 // The residual add fused into the next RMSNorm: x[r, :] += add[r, :] (add in add_type, the same
 // [rows, dim] layout), then y[r, :] = RMSNorm(x[r, :]) · weight as launch_rms_norm; x F32, rows
 // dim apart.

@@ -1,5 +1,6 @@
 // RMSNorm: one block per vector, the sum of squares in double like the CPU op.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/env_switch.h"
@@ -9,6 +10,9 @@ namespace qlm::ops::cu {
 namespace {
 
 constexpr int kMaxBlock = 1024;
+
+// set_rms_norm_registers: -1 none (the environment decides), 0 / 1.
+std::atomic<int> g_registers_override{-1};
 
 // pdl_enter, or with next_first pdl_enter_next_first (chosen per launch: the model picks the norms whose next GEMM
 // should start streaming its weights early; QLM_NORM_NEXT_FIRST, docs/cli.md).
@@ -64,30 +68,43 @@ __device__ __forceinline__ void store_norm4(void* y, int64_t y0, float4 v, float
 // allow 16-byte loads) so that every load of a vector is in flight at once: a single decode row
 // (dim 4096) is one load per thread, not a latency-bound loop of 32. With ADD, the vector first
 // gets `add` (same layout, type AT) added and written back to x: the residual add fused in.
-// ONE (16-byte loads, at most four elements per thread: decode rows up to 4096 and per-head norms): the thread's
-// weights are loaded before the wait for the previous kernel (they never change) and its elements stay in
-// registers between the sum and the output, so the chain after the wait is one load round, not two. The same
-// operations in the same order as the general form: the same bits.
-template <ElemType YT, ElemType AT, bool ADD, bool ONE>
+// PER > 0 (16-byte loads, at most PER float4s per thread: decode rows up to 4096 · PER elements and per-head norms):
+// the thread's weights are loaded before the wait for the previous kernel (they never change) and all of its
+// elements at once after it, kept in registers between the sum and the output, so the chain after the wait is one
+// load round, not one per float4 and pass. Thread t's float4s are those at 4t, 4t + 4T, ... (T threads) and its sum
+// adds them in that order, as the general form's loop does: the same operations in the same order, the same bits.
+template <ElemType YT, ElemType AT, bool ADD, int PER>
 __global__ void __launch_bounds__(kMaxBlock)
     rms_norm_kernel(float* x, int64_t x_stride, const void* add, const float* weight, void* y, int64_t y_stride,
                     int64_t groups, int64_t dim, float eps, bool vec4, bool next_first) {
-  if constexpr (ONE) {
-    const int64_t i = 4 * threadIdx.x;
-    const bool has = i < dim;
-    const float4 w = has ? *reinterpret_cast<const float4*>(weight + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if constexpr (PER > 0) {
+    const int64_t i0 = 4 * threadIdx.x, step = 4 * static_cast<int64_t>(blockDim.x);
+    float4 w[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int64_t i = i0 + j * step;
+      w[j] = i < dim ? *reinterpret_cast<const float4*>(weight + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     enter_in_order(next_first);
     const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
     float* xr = x + r * x_stride + g * dim;
     const int64_t a0 = r * x_stride + g * dim, y0 = r * y_stride + g * dim;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    double sum = 0;
-    if (has) {
-      v = load_add4<AT, ADD>(xr, add, a0, i);
-      sum += sum_sq4(v);
+    float4 v[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int64_t i = i0 + j * step;
+      v[j] = i < dim ? load_add4<AT, ADD>(xr, add, a0, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+    double sum = 0;
+#pragma unroll
+    for (int j = 0; j < PER; ++j)
+      if (i0 + j * step < dim) sum += sum_sq4(v[j]);
     const float inv = inv_rms(block_sum(sum), dim, eps);
-    if (has) store_norm4<YT>(y, y0 + i, v, w, inv);
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int64_t i = i0 + j * step;
+      if (i < dim) store_norm4<YT>(y, y0 + i, v[j], w[j], inv);
+    }
     return;
   }
   enter_in_order(next_first);
@@ -122,23 +139,42 @@ __global__ void __launch_bounds__(kMaxBlock)
   }
 }
 
-// Threads and 16-byte loads for vectors of `dim` floats `x_stride` apart from x; one: at most one 16-byte load
-// per thread (the kernel's ONE form).
+// Threads and 16-byte loads for vectors of `dim` floats `x_stride` apart from x; per: the float4s a thread holds in
+// registers (the kernel's PER form, 1 to kMaxPer), 0 for the general form.
 struct NormLaunch {
   bool vec4;
   unsigned threads;
-  bool one;
+  int per;
 };
+constexpr int kMaxPer = 4;  // rows up to 16384 elements in registers
 NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, int64_t dim) {
   const bool vec4 = dim % 4 == 0 && x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(weight) % 16 == 0;
   const int64_t per_thread = vec4 ? 4 : 1;
   const int64_t threads = std::min<int64_t>(kMaxBlock, std::max<int64_t>(32, (dim / per_thread + 31) / 32 * 32));
-  static const bool one_ok = env_switch_on("QLM_NORM_ONE");  // 0: the general form everywhere (comparison)
-  return {vec4, static_cast<unsigned>(threads), one_ok && vec4 && dim <= 4 * threads};
+  // QLM_NORM_ONE=0: the general form everywhere (comparison); set_rms_norm_registers overrides it.
+  static const bool env_registers = env_switch_on("QLM_NORM_ONE");
+  const int override = g_registers_override.load(std::memory_order_relaxed);
+  const bool registers = override < 0 ? env_registers : override != 0;
+  const int64_t per = (dim + 4 * threads - 1) / (4 * threads);
+  return {vec4, static_cast<unsigned>(threads), registers && vec4 && per <= kMaxPer ? static_cast<int>(per) : 0};
+}
+
+// The kernel for y type YT, add type AT and ADD in the form `per` (0: general).
+template <ElemType YT, ElemType AT, bool ADD>
+auto norm_kernel(int per) {
+  switch (per) {
+    case 1: return rms_norm_kernel<YT, AT, ADD, 1>;
+    case 2: return rms_norm_kernel<YT, AT, ADD, 2>;
+    case 3:
+    case 4: return rms_norm_kernel<YT, AT, ADD, 4>;
+    default: return rms_norm_kernel<YT, AT, ADD, 0>;
+  }
 }
 
 }  // namespace
+
+void set_rms_norm_registers(int on) { g_registers_override.store(on, std::memory_order_relaxed); }
 
 cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weight, void* y, ElemType y_type,
                             int64_t y_stride, int64_t rows, int64_t groups, int64_t dim, float eps, cudaStream_t stream,
@@ -150,10 +186,9 @@ cudaError_t launch_rms_norm(const float* x, int64_t x_stride, const float* weigh
   float* xw = const_cast<float*>(x);
   return dispatch(y_type, [&](auto tag) {
     constexpr ElemType YT = decltype(tag)::value;
-    launch_pdl(
-        l.one ? rms_norm_kernel<YT, ElemType::F32, false, true> : rms_norm_kernel<YT, ElemType::F32, false, false>,
-        static_cast<unsigned>(rows * groups), l.threads, 0, stream, xw, x_stride, static_cast<const void*>(nullptr),
-        weight, y, y_stride, groups, dim, eps, l.vec4, next_first);
+    launch_pdl(norm_kernel<YT, ElemType::F32, false>(l.per), static_cast<unsigned>(rows * groups), l.threads, 0, stream,
+               xw, x_stride, static_cast<const void*>(nullptr), weight, y, y_stride, groups, dim, eps, l.vec4,
+               next_first);
   });
 }
 
@@ -168,9 +203,8 @@ cudaError_t launch_add_rms_norm(float* x, const void* add, ElemType add_type, co
   return dispatch(y_type, [&](auto ytag) {
     dispatch(add_type, [&](auto atag) {
       constexpr ElemType YT = decltype(ytag)::value, AT = decltype(atag)::value;
-      launch_pdl(l.one ? rms_norm_kernel<YT, AT, true, true> : rms_norm_kernel<YT, AT, true, false>,
-                 static_cast<unsigned>(rows), l.threads, 0, stream, x, dim, add, weight, y, dim, int64_t{1}, dim, eps,
-                 l.vec4, next_first);
+      launch_pdl(norm_kernel<YT, AT, true>(l.per), static_cast<unsigned>(rows), l.threads, 0, stream, x, dim, add,
+                 weight, y, dim, int64_t{1}, dim, eps, l.vec4, next_first);
     });
   });
 }
