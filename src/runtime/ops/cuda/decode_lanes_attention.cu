@@ -87,10 +87,18 @@ __device__ void combine_cluster_parts(const AttentionArgs& a, int64_t chunks, in
 // Block (slot part sp of `parts`, kv head kvh, group part p of `splits`, chunk c): query heads kvh·group + p·G ..
 // + G - 1 with G = group / splits, over the sp-th of `parts` runs of whole block steps of the chunk's visible slots.
 // parts > 1: the parts of a (kv head, group part, chunk) are one thread-block cluster (sm_90), which combines them.
+// late_launch: the next kernel may launch only once every block has its p · v sums (before the combine and the
+// output), instead of as soon as this kernel passed its wait: a W4A16 GEMM after it then starts streaming its weights
+// during the combine, not during the score and value loads (default; QLM_ATTENTION_LATE_LAUNCH=0 the early launch;
+// docs/cli.md: +0.4-0.7 % decode on an H100).
 template <ElemType KV, ElemType OUT, int G_MAX>
 __global__ void __launch_bounds__(kLanesThreads)
-    decode_lanes_kernel(AttentionArgs a, int64_t chunks, int splits, int parts) {
-  pdl_enter();
+    decode_lanes_kernel(AttentionArgs a, int64_t chunks, int splits, int parts, bool late_launch) {
+  if (late_launch) {
+    wait_for_predecessor();
+  } else {
+    pdl_enter();
+  }
   static_assert(G_MAX >= 1 && G_MAX <= kLanesMaxGroup);
   using T = typename KvVec<KV>::T;
   using Raw = typename KvVec<KV>::Raw;
@@ -243,6 +251,7 @@ __global__ void __launch_bounds__(kLanesThreads)
     }
   }
   __syncthreads();
+  if (late_launch) allow_dependents();
 
   if (parts > 1) {
     combine_cluster_parts<OUT>(a, chunks, c, h0, GD, v_scale, part, head_m, head_l);
@@ -297,13 +306,14 @@ cudaError_t launch_decode_lanes(const AttentionArgs& a, int64_t chunks, cudaStre
   const unsigned grid = static_cast<unsigned>((chunks > 0 ? chunks : 1) * splits * a.kv_heads * parts);
   const bool small_group = a.heads / a.kv_heads / splits <= 4;
   const bool pdl = qlm::cuda::pdl_launches();
+  static const bool late_launch = env_switch_on("QLM_ATTENTION_LATE_LAUNCH");
   cudaError_t launched = cudaSuccess;
   const cudaError_t dispatched = dispatch_kv(a.kv_type, [&](auto kv_tag) {
     const cudaError_t out_type_known = dispatch(a.out_type, [&](auto out_tag) {
       constexpr ElemType KV = decltype(kv_tag)::value, OUT = decltype(out_tag)::value;
       const auto kernel = small_group ? decode_lanes_kernel<KV, OUT, 4> : decode_lanes_kernel<KV, OUT, kLanesMaxGroup>;
       launched = qlm::cuda::launch_pdl_cluster_if(pdl, static_cast<unsigned>(parts), kernel, grid, kLanesThreads, 0,
-                                                  stream, a, chunks, splits, parts);
+                                                  stream, a, chunks, splits, parts, late_launch);
     });
     if (out_type_known != cudaSuccess) launched = out_type_known;
   });

@@ -14,12 +14,14 @@
 
 namespace qlm::ops::cu {
 
-// Every kernel of this folder starts with pdl_enter() (or pdl_enter_next_first()) and is launched with launch_pdl
-// (kernels/cuda/pdl.cuh): on sm_90 the next kernel of a decode step launches while this one runs, and its set-up
-// overlaps.
+// Every kernel of this folder starts with pdl_enter() (or pdl_enter_next_first(), or waits first and lets the next
+// launch later: wait_for_predecessor / allow_dependents) and is launched with launch_pdl (kernels/cuda/pdl.cuh): on
+// sm_90 the next kernel of a decode step launches while this one runs, and its set-up overlaps.
+using qlm::cuda::allow_dependents;
 using qlm::cuda::launch_pdl;
 using qlm::cuda::pdl_enter;
 using qlm::cuda::pdl_enter_next_first;
+using qlm::cuda::wait_for_predecessor;
 
 namespace fp8 {
 // Rounds `value >> shift` to nearest, ties to even. shift >= 1.
