@@ -135,12 +135,13 @@ TEST(CudaRuntimeOps, RmsNormRegisterFormEqualsLoop) {
     const std::vector<float> x = random_floats(static_cast<size_t>(T * width), 41, 3.0f);
     const std::vector<float> w = random_floats(static_cast<size_t>(width), 43);
     Tensor dx = upload(x, {T, width});
-    Tensor y = add_type ? ops::cu::add_rms_norm(dx,
-                                                Tensor::from_vector(random_floats(x.size(), 42, 2.0f), {T, width})
-                                                    .to(*add_type)
-                                                    .to_device(kGpu),
-                                                0, T, upload(w, {width}), 1e-6f, out)
-                        : ops::cu::rms_norm(dx, 0, T, upload(w, {width}), 1e-6f, out);
+    Tensor y;
+    if (add_type) {
+      const Tensor add = Tensor::from_vector(random_floats(x.size(), 42, 2.0f), {T, width}).to(*add_type);
+      y = ops::cu::add_rms_norm(dx, add.to_device(kGpu), 0, T, upload(w, {width}), 1e-6f, out);
+    } else {
+      y = ops::cu::rms_norm(dx, 0, T, upload(w, {width}), 1e-6f, out);
+    }
     return std::make_pair(download(y), download(dx));
   };
   for (const int64_t width : {96, 4096, 4100, 5120, 8192, 12288, 16384, 16400})
