@@ -160,7 +160,8 @@ NormLaunch norm_launch(const float* x, int64_t x_stride, const float* weight, in
   return {vec4, static_cast<unsigned>(threads), registers && vec4 && per <= kMaxPer ? static_cast<int>(per) : 0};
 }
 
-// The kernel for y type YT, add type AT and ADD in the form `per` (0: general).
+// The kernel for y type YT, add type AT and ADD in the form `per` (0: general; 3 runs the four-float4 kernel, whose
+// fourth float4 lies past the row in every thread).
 template <ElemType YT, ElemType AT, bool ADD>
 auto norm_kernel(int per) {
   switch (per) {
