@@ -35,17 +35,26 @@ __device__ __forceinline__ double block_sum(double sum) {
   return total;
 }
 
+// The four elements of `add` (type AT) at a0 + i.
+template <ElemType AT>
+__device__ __forceinline__ float4 load_elems4(const void* add, int64_t a0, int64_t i) {
+  return make_float4(load_elem<AT>(add, a0 + i), load_elem<AT>(add, a0 + i + 1), load_elem<AT>(add, a0 + i + 2),
+                     load_elem<AT>(add, a0 + i + 3));
+}
+// v + a, written back to x at xr + i (the residual add).
+__device__ __forceinline__ float4 add_store4(float* xr, int64_t i, float4 v, float4 a) {
+  v.x += a.x;
+  v.y += a.y;
+  v.z += a.z;
+  v.w += a.w;
+  *reinterpret_cast<float4*>(xr + i) = v;
+  return v;
+}
 // The four elements of x at xr + i, with ADD their `add` (type AT, at a0 + i) added and written back to x.
 template <ElemType AT, bool ADD>
 __device__ __forceinline__ float4 load_add4(float* xr, const void* add, int64_t a0, int64_t i) {
-  float4 v = *reinterpret_cast<const float4*>(xr + i);
-  if constexpr (ADD) {
-    v.x += load_elem<AT>(add, a0 + i);
-    v.y += load_elem<AT>(add, a0 + i + 1);
-    v.z += load_elem<AT>(add, a0 + i + 2);
-    v.w += load_elem<AT>(add, a0 + i + 3);
-    *reinterpret_cast<float4*>(xr + i) = v;
-  }
+  const float4 v = *reinterpret_cast<const float4*>(xr + i);
+  if constexpr (ADD) return add_store4(xr, i, v, load_elems4<AT>(add, a0, i));
   return v;
 }
 __device__ __forceinline__ double sum_sq4(float4 v) {
@@ -89,11 +98,20 @@ __global__ void __launch_bounds__(kMaxBlock)
     const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
     float* xr = x + r * x_stride + g * dim;
     const int64_t a0 = r * x_stride + g * dim, y0 = r * y_stride + g * dim;
-    float4 v[PER];
+    // Every load of the thread first, then the residual add's stores: a store to x between them would keep the
+    // compiler from issuing the next float4's loads (add may alias x) before the previous one's arrived.
+    float4 v[PER], a[PER];
 #pragma unroll
     for (int j = 0; j < PER; ++j) {
       const int64_t i = i0 + j * step;
-      v[j] = i < dim ? load_add4<AT, ADD>(xr, add, a0, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      v[j] = i < dim ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if constexpr (ADD)
+        if (i < dim) a[j] = load_elems4<AT>(add, a0, i);
+    }
+    if constexpr (ADD) {
+#pragma unroll
+      for (int j = 0; j < PER; ++j)
+        if (i0 + j * step < dim) v[j] = add_store4(xr, i0 + j * step, v[j], a[j]);
     }
     double sum = 0;
 #pragma unroll
