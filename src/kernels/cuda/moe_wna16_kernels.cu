@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/moe_wna16_kernels.h"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/silu_mul.cuh"
 #include "kernels/cuda/wna16_dequant.cuh"
 
 namespace qlm::cuda {
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(kGatherColumns)
       g += pr[s * split_stride + src];
       u += pr[s * split_stride + width + src];
     }
-    v = g / (1.0f + expf(-g)) * u;
+    v = silu_mul(g, u);
   }
   af[r * stride + j] = from_f32<O>(v);
 }

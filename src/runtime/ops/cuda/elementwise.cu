@@ -1,6 +1,7 @@
 // Element-wise runtime kernels: embedding gather, residual add, conversion to F32, SiLU·mul. Each lets the next
 // kernel launch before it waits for the previous one (pdl_enter_next_first): SiLU·mul's successor is the down
 // projection, whose weights then start to stream while the gate/up GEMM ends.
+#include "kernels/cuda/silu_mul.cuh"
 #include "runtime/ops/cuda/elem.cuh"
 
 namespace qlm::ops::cu {
@@ -38,7 +39,7 @@ __global__ void silu_and_mul_kernel(const void* gate_up, void* out, int64_t rows
     const int64_t r = i / width, c = i % width;
     const float g = load_elem<T>(gate_up, r * 2 * width + c);
     const float u = load_elem<T>(gate_up, r * 2 * width + width + c);
-    store_elem<T>(out, i, g / (1.0f + expf(-g)) * u);
+    store_elem<T>(out, i, cuda::silu_mul(g, u));
   }
 }
 
