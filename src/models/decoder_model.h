@@ -73,7 +73,8 @@ class DecoderModel {
   static constexpr int kDecodeAhead = 4;
   // Whether a CUDA model's dense MLP hands the gate | up output to the down projection, which forms SiLU(gate) · up
   // itself where its kernel can (LinearLayer::forward_silu_mul: the same bits), instead of a silu_and_mul kernel
-  // first: 1 / 0 for the process (tests), -1 back to the environment (QLM_FUSE_SILU_MUL=0: never; default on).
+  // first: 1 / 0 for the process (tests), -1 back to the environment (QLM_FUSE_SILU_MUL=1: where it can; default off,
+  // as measured).
   static void set_fused_silu_mul(int mode);
 
   // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.

@@ -102,15 +102,22 @@ struct StreamShape {
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
+// SiLU(gate) · up of the two 16-bit elements in each word (low half first), rounded to the activation type.
+__device__ __noinline__ uint32_t silu_mul_pair(uint32_t gate, uint32_t up, bool bf16) {
+  const uint32_t lo = to_bits(silu_mul(from_bits(gate & 0xffffu, bf16), from_bits(up & 0xffffu, bf16)), bf16);
+  const uint32_t hi = to_bits(silu_mul(from_bits(gate >> 16, bf16), from_bits(up >> 16, bf16)), bf16);
+  return lo | hi << 16;
+}
+
 // A producer warp's gated x for one stage: rows x (nkt * 16) elements from column k of the gate | up rows at x (ldx
-// apart, up x_up further), SiLU(gate) · up rounded to the activation type, stored at dst (rows XRow halves apart).
-// 16-byte pieces (k, ldx and x_up multiples of 8, x 16-byte aligned: the host checks), every load of the lane issued
-// before the first use.
+// apart, up x_up further; 16-byte pieces through L2: k, ldx and x_up multiples of 8, x 16-byte aligned, as the host
+// checks; lane i the pieces i, i + 32, ...), SiLU(gate) · up rounded to the activation type, stored at dst (rows
+// XRow halves apart). Not inlined, the SiLU code called per pair: with the producer's x inlined and unrolled the
+// kernel grew from ~4800 to ~8000 instructions and the decode step lost 3-8 % (notes, session 57).
 template <bool BF16, int KS, int XRow>
-__device__ __forceinline__ void form_gated_x(const uint16_t* __restrict__ x, int64_t ldx, int64_t x_up, int rows,
-                                             int64_t k, int nkt, int lane, unsigned char* dst) {
-  constexpr int kPieces = 8 * KS * 2;  // 16-byte pieces of a stage's gated x at most (8 rows)
-  constexpr int kPer = (kPieces + 31) / 32;
+__device__ __noinline__ void form_gated_x(const uint16_t* __restrict__ x, int64_t ldx, int64_t x_up, int rows,
+                                          int64_t k, int nkt, int lane, unsigned char* dst) {
+  constexpr int kPer = (8 * KS * 2 + 31) / 32;  // pieces a lane takes: 8 rows x KS k-tiles x 2 at most
   const int per_row = nkt * 2, total = rows * per_row;
   uint4 g[kPer], u[kPer];
 #pragma unroll
@@ -125,15 +132,10 @@ __device__ __forceinline__ void form_gated_x(const uint16_t* __restrict__ x, int
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int p = lane + 32 * i;
-    if (p < total) {
-      const uint16_t* gh = reinterpret_cast<const uint16_t*>(&g[i]);
-      const uint16_t* uh = reinterpret_cast<const uint16_t*>(&u[i]);
-      uint4 out;
-      uint16_t* oh = reinterpret_cast<uint16_t*>(&out);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) oh[e] = to_bits(silu_mul(from_bits(gh[e], BF16), from_bits(uh[e], BF16)), BF16);
-      *reinterpret_cast<uint4*>(dst + (p / per_row) * (XRow * 2) + (p % per_row) * 16) = out;
-    }
+    if (p < total)
+      *reinterpret_cast<uint4*>(dst + (p / per_row) * (XRow * 2) + (p % per_row) * 16) =
+          make_uint4(silu_mul_pair(g[i].x, u[i].x, BF16), silu_mul_pair(g[i].y, u[i].y, BF16),
+                     silu_mul_pair(g[i].z, u[i].z, BF16), silu_mul_pair(g[i].w, u[i].w, BF16));
   }
 }
 
