@@ -33,15 +33,6 @@ class MPLinearKernel {
   // y[M, N_p] = x[M, K_p] · W (+ bias[N_p] if bias is non-null). x and y are contiguous F32 on CPU;
   // y is allocated by the caller.
   virtual void run(const Tensor& x, Tensor& y, const Tensor* bias) const = 0;
-  // The MLP's down projection on its activation formed in the kernel: y[M, N_p] = (SiLU(gate) · up) · W (+ bias),
-  // gate_up [M, 2 K_p] (gate columns, then up), contiguous in the activation dtype on the kernel's device; the
-  // activation rounded to that dtype first, so y has the bits of run() on the runtime's silu_and_mul output. Returns
-  // false, having done nothing, where this kernel cannot for M = gate_up.size(0) (the caller then forms the
-  // activation and calls run()). Default: never.
-  virtual bool run_silu_mul(const Tensor& gate_up, Tensor& y, const Tensor* bias) const {
-    (void)gate_up, (void)y, (void)bias;
-    return false;
-  }
   // Bytes of the prepared weights (for benchmarks' bandwidth numbers).
   virtual size_t weight_bytes() const = 0;
   // The code path run() takes for M rows ("gemv", "tiled", ...), for benchmarks' records; empty

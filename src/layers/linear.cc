@@ -450,34 +450,16 @@ Tensor allocate_linear_output(const Tensor& x, int64_t N) {
 }
 
 Tensor LinearLayer::forward(const Tensor& x) {
-  check_input(x, K_p_, "input");
-  return reduced(method_->apply(*this, x.contiguous(), rank_bias()));
-}
-
-std::optional<Tensor> LinearLayer::forward_silu_mul(const Tensor& gate_up) {
-  check_input(gate_up, 2 * K_p_, "gate | up input");
-  std::optional<Tensor> y = method_->apply_silu_mul(*this, gate_up.contiguous(), rank_bias());
-  if (!y) return std::nullopt;
-  return reduced(std::move(*y));
-}
-
-void LinearLayer::check_input(const Tensor& x, int64_t width, const char* what) const {
   if (!finalized_)
     fail("layer.not_finalized", {.file = {}, .tensor = {}, .layer = prefix()}, "load the checkpoint (and finalize) before running",
          "forward() called before finalize()");
   const DType want = ctx_.device.is_cpu() ? DType::F32 : ctx_.act_dtype;
-  if (x.dim() != 2 || x.size(1) != width || x.dtype() != want || !(x.device() == ctx_.device))
+  if (x.dim() != 2 || x.size(1) != K_p_ || x.dtype() != want || !(x.device() == ctx_.device))
     fail("layer.input_shape", {.file = {}, .tensor = {}, .layer = prefix()}, "",
-         "expects {}[M, {}] {} on {}, got {} on {}", dtype_name(want), width, what, ctx_.device.str(), x.str(),
+         "expects {}[M, {}] input on {}, got {} on {}", dtype_name(want), K_p_, ctx_.device.str(), x.str(),
          x.device().str());
-}
-
-const Tensor* LinearLayer::rank_bias() const {
   const bool add_bias = spec_.bias && (spec_.kind != LinearKind::Row || tp_.rank == 0);
-  return add_bias ? &bias_f32_ : nullptr;
-}
-
-Tensor LinearLayer::reduced(Tensor y) const {
+  Tensor y = method_->apply(*this, x.contiguous(), add_bias ? &bias_f32_ : nullptr);
   if (spec_.kind == LinearKind::Row && tp_.size > 1 && spec_.reduce_results) {
     if (!tp_.comm)
       fail("layer.no_comm", {.file = {}, .tensor = {}, .layer = prefix()}, "pass a TpContext with a communicator",

@@ -5,7 +5,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,11 +83,6 @@ class LinearLayer {
 
   // y[M, N_p] (or [M, N] for row-parallel after the reduction) = x · W + bias.
   Tensor forward(const Tensor& x);
-  // The MLP's down projection on gate_up [M, 2 K_p] (gate columns, then up: the merged gate | up layer's output),
-  // the activation SiLU(gate) · up formed inside the kernel (LinearMethod::apply_silu_mul): the same result, bit for
-  // bit, as forward(silu_and_mul(gate_up)). std::nullopt, having done nothing, where the layer's kernel cannot do
-  // that for these M; the caller then forms the activation and calls forward().
-  std::optional<Tensor> forward_silu_mul(const Tensor& gate_up);
 
   // The prepared weight [N_p, K_p] of an unquantized layer kept plainly on its device (LinearMethod::
   // dense_device_weight), null otherwise; finalize() first.
@@ -108,10 +102,6 @@ class LinearLayer {
   int64_t disk_units(const Parameter& p, int64_t logical, const std::string& source) const;
   void check_output_extent(const Parameter& p, const Tensor& full, int64_t logical, const std::string& source) const;
   void check_partitions() const;
-  // forward's checks of an input of `width` columns; bias for this rank, or null; the row-parallel reduction of y.
-  void check_input(const Tensor& x, int64_t width, const char* what) const;
-  const Tensor* rank_bias() const;
-  Tensor reduced(Tensor y) const;
   Tensor bias_f32_;  // the bias converted once in finalize(), on the layer's device
   LinearSpec spec_;
   QuantContext ctx_;

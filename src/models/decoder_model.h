@@ -71,11 +71,6 @@ class DecoderModel {
   // steps cannot run as a CUDA graph here (a CPU model, eager steps: decode_graph_status says why).
   std::optional<int64_t> decode_greedy(int32_t token, int64_t max_steps, const std::function<bool(int32_t)>& on_token);
   static constexpr int kDecodeAhead = 4;
-  // Whether a CUDA model's dense MLP hands the gate | up output to the down projection, which forms SiLU(gate) · up
-  // itself where its kernel can (LinearLayer::forward_silu_mul: the same bits), instead of a silu_and_mul kernel
-  // first: 1 / 0 for the process (tests), -1 back to the environment (QLM_FUSE_SILU_MUL=1: where it can; default off,
-  // as measured).
-  static void set_fused_silu_mul(int mode);
 
   // Tokens held in the KV cache (host or device), and forgetting all but the first `length`.
   int64_t cache_length() const;

@@ -19,7 +19,6 @@
 #ifdef QLM_WITH_CUDA
 #include "core/device_memory.h"
 #include "core/env_switch.h"
-#include "core/mode_switch.h"
 #include "cuda/step_readback.h"
 #include "runtime/ops/cuda/device_ops.h"
 #endif
@@ -43,14 +42,7 @@ bool norm_next_first(NormNextFirst which) {
   static const int64_t bits = env_int("QLM_NORM_NEXT_FIRST", kBeforeQkv);
   return (bits & which) != 0;
 }
-
-// Off by default: every form measured so far lost in the decode step (session 57, H100: the first -3.4 % on the 8B
-// shape and -5.2 % on 70B:8; docs/w4a16-kernel-notes.md).
-ModeSwitch g_fused_silu_mul("QLM_FUSE_SILU_MUL");
-bool fused_silu_mul() { return g_fused_silu_mul.mode() == 1; }
 }  // namespace
-
-void DecoderModel::set_fused_silu_mul(int mode) { g_fused_silu_mul.force(mode); }
 
 void DecoderModel::finish_load_device() {
   const Device device = options_.ctx.device;
@@ -140,13 +132,7 @@ Tensor DecoderModel::run_device_layers(Tensor x, int64_t past, const ops::cu::De
 
     // MLP: routed experts (MoEBlock, F32 output) or the dense gate|up / down.
     const Tensor h = ops::cu::add_rms_norm(x, attn_out, 0, T, norms.post_norm, eps, act, norm_next_first(kBeforeMlp));
-    if (b.moe) {
-      pending = b.moe->forward(h);
-    } else {
-      const Tensor gate_up = b.gate_up->forward(h);
-      std::optional<Tensor> fused = fused_silu_mul() ? b.down->forward_silu_mul(gate_up) : std::nullopt;
-      pending = fused ? std::move(*fused) : b.down->forward(ops::cu::silu_and_mul(gate_up));
-    }
+    pending = b.moe ? b.moe->forward(h) : b.down->forward(ops::cu::silu_and_mul(b.gate_up->forward(h)));
   }
   // x is not used after the final norm, so only its normed rows get the last layer's output.
   const int64_t rows = all_logits ? T : 1;
@@ -253,8 +239,6 @@ std::optional<int64_t> DecoderModel::decode_greedy(int32_t token, int64_t max_st
 }
 
 #else  // no CUDA backend: Model::load rejects CUDA devices before a DecoderModel exists
-
-void DecoderModel::set_fused_silu_mul(int) {}
 
 std::optional<int64_t> DecoderModel::decode_greedy(int32_t, int64_t, const std::function<bool(int32_t)>&) {
   return std::nullopt;

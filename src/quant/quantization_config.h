@@ -54,14 +54,6 @@ class LinearMethod {
   // context's act_dtype on CUDA; bias (may be null): F32 [N_p] on the same device. y: [M, N_p],
   // x's dtype and device (allocate_linear_output).
   virtual Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) = 0;
-  // The MLP's down projection with its activation formed inside the kernel: y = (SiLU(gate) · up) · W (+ bias) for
-  // gate_up [M, 2 K_p] (gate columns, then up; contiguous, apply's dtype and device), with the bits apply() gives on
-  // the runtime's silu_and_mul output; std::nullopt, having done nothing, where this method's kernel cannot for
-  // these M (the caller forms the activation and calls apply). Default: never.
-  virtual std::optional<Tensor> apply_silu_mul(LinearLayer& layer, const Tensor& gate_up, const Tensor* bias) {
-    (void)layer, (void)gate_up, (void)bias;
-    return std::nullopt;
-  }
   // One line for plans and summaries: "uint4b8 g128 act-order".
   virtual std::string describe() const = 0;
   // Online quantization (vLLM's uses_meta_device): the loader finalizes the layer as soon as its

@@ -175,21 +175,6 @@ void WNA16LinearMethod::validate(const LinearLayer& layer, const WNA16Weights& w
 }
 
 Tensor WNA16LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) {
-  check_runnable(layer);
-  Tensor in = x.contiguous();
-  Tensor y = allocate_linear_output(in, geo_.N_p);
-  kernel_->run(in, y, bias);
-  return y;
-}
-
-std::optional<Tensor> WNA16LinearMethod::apply_silu_mul(LinearLayer& layer, const Tensor& gate_up, const Tensor* bias) {
-  check_runnable(layer);
-  Tensor y = allocate_linear_output(gate_up, geo_.N_p);
-  if (!kernel_->run_silu_mul(gate_up, y, bias)) return std::nullopt;
-  return y;
-}
-
-void WNA16LinearMethod::check_runnable(const LinearLayer& layer) const {
   if (standard_only_)
     fail("quant.moe_expert", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          "run the fused-MoE layer that holds this expert, not the projection on its own",
@@ -199,6 +184,10 @@ void WNA16LinearMethod::check_runnable(const LinearLayer& layer) const {
     fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
          "call finalize() after loading every tensor", "layer {} ran forward before process_weights_after_loading",
          layer.prefix());
+  Tensor in = x.contiguous();
+  Tensor y = allocate_linear_output(in, geo_.N_p);
+  kernel_->run(in, y, bias);
+  return y;
 }
 
 std::vector<uint8_t> transpose_codes(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols) {

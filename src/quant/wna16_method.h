@@ -53,7 +53,6 @@ class WNA16LinearMethod : public LinearMethod {
                       int64_t N, DType params_dtype) final;
   void process_weights_after_loading(LinearLayer& layer) final;
   Tensor apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) final;
-  std::optional<Tensor> apply_silu_mul(LinearLayer& layer, const Tensor& gate_up, const Tensor* bias) final;
   std::string name() const override { return format_; }
   std::string describe() const override;
 
@@ -87,8 +86,6 @@ class WNA16LinearMethod : public LinearMethod {
   const std::string& format() const { return format_; }
 
  private:
-  // Fails (naming the layer) where apply cannot run: an expert projection without a kernel, or before finalize.
-  void check_runnable(const LinearLayer& layer) const;
   void attach_g_idx(LinearLayer& layer, WNA16Weights& w) const;
   void validate(const LinearLayer& layer, const WNA16Weights& w);
   std::string format_;

@@ -14,14 +14,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/device.h"
-#include "models/decoder_model.h"
 #include "models/model_fixtures.h"
 #include "parallel/nccl_comm.h"
 #include "runtime/generation.h"
@@ -319,47 +317,6 @@ TEST(CudaModelTest, DeviceGreedyDecodeOverSegments) {
   EXPECT_EQ(*steps, 600);
   EXPECT_EQ(got, want);
   EXPECT_EQ(dev->cache_length(), 609);
-}
-
-// The MLP's activation formed by the down projection (DecoderModel::set_fused_silu_mul; the W4A16 stream kernel at
-// 1-8 tokens) gives the logits of the separate silu_and_mul kernel bit for bit: a 5-token prefill and three
-// single-token steps (each a CUDA graph) on the dense W4A16 fixtures of every format, BF16 and F16 activations. The
-// fused step's graph has a node fewer per layer: the fusion ran.
-TEST(CudaModelTest, MlpActivationInTheDownProjectionIsBitIdentical) {
-  SKIP_WITHOUT_GPU();
-  struct Run {
-    std::vector<float> logits;
-    std::string graph;
-  };
-  const auto run = [](const fs::path& dir, DType act, int fused) {
-    models::DecoderModel::set_fused_silu_mul(fused);
-    auto model = runtime::Model::load(dir, cuda_options(act));
-    const std::vector<int32_t> tokens = random_tokens(8, model->vocab_size(), 31);
-    Run r;
-    const Tensor prefill = model->forward(std::span<const int32_t>(tokens).first(5));
-    r.logits = prefill.to_float_vector();
-    for (size_t t = 5; t < tokens.size(); ++t) {
-      const std::vector<float> step = model->forward(std::span<const int32_t>(&tokens[t], 1), false).to_float_vector();
-      r.logits.insert(r.logits.end(), step.begin(), step.end());
-    }
-    r.graph = model->decode_graph_status();
-    models::DecoderModel::set_fused_silu_mul(-1);
-    return r;
-  };
-  const auto nodes = [](const std::string& status) {  // "graph (N nodes)"
-    const size_t open = status.find('(');
-    return open == std::string::npos ? -1L : std::stol(status.substr(open + 1));
-  };
-  for (const char* name : {"llama-gqa-gptq", "llama-gqa-awq", "mistral-swa-ct-w4a16", "qwen3-qknorm-gptq"})
-    for (const DType act : {DType::BF16, DType::F16}) {
-      const std::string what = fmt::format("{} {}", name, dtype_name(act));
-      const fs::path dir = testing::model_fixture_root() / name;
-      const Run fused = run(dir, act, 1), separate = run(dir, act, 0);
-      ASSERT_EQ(fused.logits.size(), separate.logits.size()) << what;
-      EXPECT_EQ(0, std::memcmp(fused.logits.data(), separate.logits.data(), fused.logits.size() * sizeof(float)))
-          << what << ": logits with the activation in the down projection vs silu_and_mul";
-      EXPECT_LT(nodes(fused.graph), nodes(separate.graph)) << what << ": " << fused.graph << " vs " << separate.graph;
-    }
 }
 
 // Every fixture, the mixture-of-experts ones (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE;

@@ -284,18 +284,5 @@ TEST(LinearLayer, FinalizeReportsUnwrittenParamsAndForwardNeedsIt) {
   EXPECT_QLM_ERROR(l.forward(Tensor::zeros({1, 15}, DType::F32)), "layer.input_shape", "F32[M, 16]");
 }
 
-// The down projection's gate | up input: checked like forward's (twice K wide), and on a layer whose kernel does not
-// form the activation itself (every CPU kernel) nothing runs and the caller is told to form it.
-TEST(LinearLayer, SiluMulInputIsCheckedAndDeclinedWhereTheKernelCannot) {
-  LinearLayer l({.prefix = "mlp.down_proj", .kind = LinearKind::Replicated, .input_size = 16, .output_size = 8},
-                nullptr, cpu(), {.rank = 0, .size = 1, .comm = nullptr});
-  EXPECT_QLM_ERROR(l.forward_silu_mul(Tensor::zeros({1, 32}, DType::F32)), "layer.not_finalized", "before finalize");
-  l.load_weight("weight", grid(8, 16), ShardId::whole(), "down_proj.weight");
-  l.finalize();
-  EXPECT_QLM_ERROR(l.forward_silu_mul(Tensor::zeros({2, 16}, DType::F32)), "layer.input_shape",
-                   "F32[M, 32] gate | up input");
-  EXPECT_FALSE(l.forward_silu_mul(Tensor::zeros({2, 32}, DType::F32)).has_value());
-}
-
 }  // namespace
 }  // namespace qlm

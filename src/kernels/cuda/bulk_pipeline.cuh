@@ -31,13 +31,6 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 #endif
 }
-// Expects `bytes` more of transactions in the current phase without arriving: the phase then also waits for an
-// mbar_arrive (a producer that writes part of the stage itself arrives once those writes are done).
-__device__ __forceinline__ void mbar_expect_tx_only(uint32_t bar, uint32_t bytes) {
-#ifdef QLM_BULK_SM90
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #ifdef QLM_BULK_SM90
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");

@@ -504,24 +504,6 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     run_gemv(ctx, xk, ldx, M, b, y);
   }
 
-  // The stream kernel at one m-tile forms the activation from the gate | up rows (launch_wna16_stream_gemm's x_up):
-  // where the rule runs M on it, x needs no gather (no act-order permutation, no padding of K) and the rows are in
-  // 16-byte pieces. Elsewhere false (the caller launches silu_and_mul, then run()).
-  bool run_silu_mul(const Tensor& gate_up, Tensor& y, const Tensor* bias) const override {
-    if (!prepared_ || gate_up.dim() != 2 || gate_up.size(1) != 2 * cfg_.K_p || !gate_up.is_contiguous()) return false;
-    const int64_t M = gate_up.size(0);
-    if (M < 1 || !identity_ || a_.rows != cfg_.K_p || cfg_.K_p % 8 != 0 ||
-        reinterpret_cast<uintptr_t>(gate_up.raw_data()) % 16 != 0 || path_for(M) != Wna16FastPath::Stream ||
-        stream_mt(M) != 1)
-      return false;
-    cuda::check_linear_run_args(
-        {"cuda_wna16_fast (gate | up)", cfg_.device, cfg_.act_dtype, 2 * cfg_.K_p, cfg_.N_p, INT_MAX / 64}, gate_up, y,
-        bias);
-    cuda::Context& ctx = cuda::context(cfg_.device.index);
-    run_stream(ctx, gate_up.raw_data(), 2 * cfg_.K_p, M, bias ? bias->data<float>() : nullptr, y, cfg_.K_p);
-    return true;
-  }
-
   size_t weight_bytes() const override {
     return codes_.nbytes() + scales_.nbytes() + (zeros_.defined() ? zeros_.nbytes() : 0);
   }
@@ -566,9 +548,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
 
   // One persistent block per multiprocessor (never more blocks than k-stages), partial sums only for
   // tiles split between blocks.
-  // x_up > 0: xk holds gate | up rows (launch_wna16_stream_gemm).
-  void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y,
-                  int64_t x_up = 0) const {
+  void run_stream(cuda::Context& ctx, const void* xk, int64_t ldx, int64_t M, const float* b, Tensor& y) const {
     const int mt = stream_mt(M);
     // QLM_W4FAST_STREAM_BLOCKS=n (tuning): a grid of at most n blocks, e.g. one or two short of the SM count so
     // that the kernels around it keep multiprocessors of their own (the kernel's cost inside the model, notes v7f).
@@ -597,7 +577,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     static const bool x_boxes = env_switch_on("QLM_W4FAST_STREAM_XMAP");
     QLM_CUDA_CHECK(cuda::launch_wna16_stream_gemm(a_, xk, ldx, M, mt, blocks, ws.data<float>(), counters_for(n_tiles),
                                                   cuda::wna16_fixup_mode() == 2, b, y.raw_data(), pdl, x_boxes,
-                                                  ctx.stream, x_up));
+                                                  ctx.stream));
   }
 
   // The wgmma path with x first permuted into the code words' k order (wna16_wgmma.h).

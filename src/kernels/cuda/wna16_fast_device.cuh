@@ -273,10 +273,6 @@ __device__ __forceinline__ void sum_k_slices(float* red, int red_row, int wn, in
   }
 }
 
-// The value of 16-bit activation bits (exact, as __bfloat162float / __half2float).
-__device__ __forceinline__ float from_bits(uint16_t v, bool bf16) {
-  return bf16 ? __uint_as_float(static_cast<uint32_t>(v) << 16) : __half2float(__ushort_as_half(v));
-}
 __device__ __forceinline__ uint16_t to_bits(float v, bool bf16) {
   if (bf16) {
     __nv_bfloat16 h = __float2bfloat16_rn(v);

@@ -68,14 +68,10 @@ int64_t wna16_stream_max_segments(const Wna16FastArgs& w, int64_t M, int blocks)
 // pdl: launched for programmatic dependent launch (the first ring's weights are requested before the
 // previous kernel in the stream ends; x and every write after it). x_boxes: x through one 2-D bulk-tensor
 // copy per stage where a tensor map of x can be made (x 16-byte aligned, ldx a multiple of 8), else (and
-// with x_boxes false) one bulk copy per token row and stage. x_up > 0 (mt 1 only; else cudaErrorInvalidValue): x
-// holds the MLP's gate | up rows, up x_up elements after gate in each row, and the kernel multiplies
-// SiLU(gate) · up (silu_mul.cuh, rounded to the activation type) — the same bits as the runtime's silu_and_mul
-// kernel's output as x; x 16-byte aligned, ldx and x_up multiples of 8, every row's k_tiles * 16 gate and up elements
-// readable.
+// with x_boxes false) one bulk copy per token row and stage.
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, bool acq_rel_fixup, const float* bias, void* y,
-                                     bool pdl, bool x_boxes, cudaStream_t stream, int64_t x_up = 0);
+                                     bool pdl, bool x_boxes, cudaStream_t stream);
 // out[k, n] = W[k, n] (act dtype) for the K input rows and n < N_pad; out: [K, N_pad].
 cudaError_t launch_wna16_fast_dequant(const Wna16FastArgs& w, void* out, cudaStream_t stream);
 

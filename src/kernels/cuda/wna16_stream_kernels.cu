@@ -19,12 +19,6 @@
 // at the padded row stride; otherwise one cp.async.bulk per token row (22 copies per stage at 16 tokens
 // instead of 7).
 //
-// The MLP's down projection at one m-tile may take the gate | up rows instead of x (x_up > 0: up at x_up elements
-// after gate in each row): the producers load both parts of a stage's k range into registers, form SiLU(gate) · up
-// with the runtime's formula (silu_mul.cuh) rounded to the activation type as its kernel rounds, and store x into the
-// stage themselves. Such a stage's weights are expected without an arrival (mbar_expect_tx_only); the producer
-// arrives once its warp's x stores are done, so full[s] still completes only when the whole stage is there.
-//
 // Programmatic dependent launch: the producer requests the first ring's weights before waiting for the
 // previous kernel in the stream (griddepcontrol.wait), x after; every consumer write comes after a stage
 // whose x arrived, so after that wait.
@@ -52,7 +46,6 @@
 #include "core/env_switch.h"
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
-#include "kernels/cuda/silu_mul.cuh"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_dispatch.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
@@ -102,49 +95,12 @@ struct StreamShape {
   static constexpr int kRedBytes = TM * kRedRow * 4;
 };
 
-// SiLU(gate) · up of the two 16-bit elements in each word (low half first), rounded to the activation type.
-__device__ __noinline__ uint32_t silu_mul_pair(uint32_t gate, uint32_t up, bool bf16) {
-  const uint32_t lo = to_bits(silu_mul(from_bits(gate & 0xffffu, bf16), from_bits(up & 0xffffu, bf16)), bf16);
-  const uint32_t hi = to_bits(silu_mul(from_bits(gate >> 16, bf16), from_bits(up >> 16, bf16)), bf16);
-  return lo | hi << 16;
-}
-
-// A producer warp's gated x for one stage: rows x (nkt * 16) elements from column k of the gate | up rows at x (ldx
-// apart, up x_up further; 16-byte pieces through L2: k, ldx and x_up multiples of 8, x 16-byte aligned, as the host
-// checks; lane i the pieces i, i + 32, ...), SiLU(gate) · up rounded to the activation type, stored at dst (rows
-// XRow halves apart). Not inlined, the SiLU code called per pair: with the producer's x inlined and unrolled the
-// kernel grew from ~4800 to ~8000 instructions and the decode step lost 3-8 % (notes, session 57).
-template <bool BF16, int KS, int XRow>
-__device__ __noinline__ void form_gated_x(const uint16_t* __restrict__ x, int64_t ldx, int64_t x_up, int rows,
-                                          int64_t k, int nkt, int lane, unsigned char* dst) {
-  constexpr int kPer = (8 * KS * 2 + 31) / 32;  // pieces a lane takes: 8 rows x KS k-tiles x 2 at most
-  const int per_row = nkt * 2, total = rows * per_row;
-  uint4 g[kPer], u[kPer];
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int p = lane + 32 * i;
-    if (p < total) {
-      const uint16_t* src = x + (p / per_row) * ldx + k + (p % per_row) * 8;
-      g[i] = __ldcg(reinterpret_cast<const uint4*>(src));  // L2: the previous kernel's output, past the wait
-      u[i] = __ldcg(reinterpret_cast<const uint4*>(src + x_up));
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int p = lane + 32 * i;
-    if (p < total)
-      *reinterpret_cast<uint4*>(dst + (p / per_row) * (XRow * 2) + (p % per_row) * 16) =
-          make_uint4(silu_mul_pair(g[i].x, u[i].x, BF16), silu_mul_pair(g[i].y, u[i].y, BF16),
-                     silu_mul_pair(g[i].z, u[i].z, BF16), silu_mul_pair(g[i].w, u[i].w, BF16));
-  }
-}
-
 template <int BITS, bool BF16, int MT, bool ZP>
 __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     stream_kernel(const __grid_constant__ CUtensorMap xmap, bool x_box, const Wna16FastArgs w,
-                  const uint16_t* __restrict__ x, int64_t ldx, int64_t x_up, int M, int stages, int stage_bytes,
-                  int par_bytes, int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters,
-                  bool acq_rel_fixup, const float* __restrict__ bias, uint16_t* __restrict__ y) {
+                  const uint16_t* __restrict__ x, int64_t ldx, int M, int stages, int stage_bytes, int par_bytes,
+                  int64_t max_segments, float* __restrict__ ws, unsigned* __restrict__ counters, bool acq_rel_fixup,
+                  const float* __restrict__ bias, uint16_t* __restrict__ y) {
   // Every stage is released by all the warps that read it (the empty barriers' count).
   static_assert(StreamShape<BITS, MT>::kStageWarps >= 1 &&
                 StreamShape<BITS, MT>::kStageWarps <= StreamShape<BITS, MT>::kConsumerWarps);
@@ -190,8 +146,6 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
     if (box && lane == 0) prefetch_tensor_map(&xmap);
     const uint32_t x_bytes = box ? rows * XRow * 2 : 0;  // per stage with the box; else rows * nkt * 32
     const uint4* codes = reinterpret_cast<const uint4*>(w.codes);
-    // Gated x (one m-tile only): formed here, not copied.
-    const bool gated = MT == 1 && x_up > 0;
     // The copies of the stage at cursor c into ring slot `slot`: the weights (codes, scales, zeros, with the
     // stage's expect_tx) and / or the x rows.
     const auto copy_stage = [&](const StageCursor& c, int slot, bool weights, bool x_rows) {
@@ -203,14 +157,9 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
       if (weights) {
         const int ng = c.groups(nkt, tpg);
         const uint32_t code_bytes = nkt * V * 512;
-        const uint32_t copied_x = gated ? 0 : box ? x_bytes : rows * nkt * 32;
-        const uint32_t bytes = nvalid * code_bytes + copied_x + (ZP ? 2 : 1) * ng * nvalid * 128;
-        if (lane == 0) {
-          if (gated)
-            mbar_expect_tx_only(bar, bytes);
-          else
-            mbar_expect_tx(bar, bytes);
-        }
+        const uint32_t bytes =
+            nvalid * code_bytes + (box ? x_bytes : rows * nkt * 32) + (ZP ? 2 : 1) * ng * nvalid * 128;
+        if (lane == 0) mbar_expect_tx(bar, bytes);
         __syncwarp();
         if (lane < nvalid)
           bulk_load_hint(base + lane * (KS * V * 512), codes + ((nb0 + lane) * k_tiles + k0) * (V * 32), code_bytes,
@@ -218,14 +167,8 @@ __global__ void __launch_bounds__(StreamShape<BITS, MT>::kMaxThreads, 1)
         load_group_params<ZP, kWN>(lane, ng, c.g_lo, n_blocks, nb0, nvalid, w.scales, w.zeros, base + kCodeBytes,
                                    par_bytes, bar);
       }
-      if (x_rows && gated) {
-        if constexpr (MT == 1)
-          form_gated_x<BF16, KS, XRow>(x, ldx, x_up, rows, k0 * 16, nkt, lane, smem + slot * stage_bytes + x_off);
-        __syncwarp();  // the warp's shared-memory stores before the arrival that releases them
-        if (lane == 0) mbar_arrive(bar);
-      }
-      if (x_rows && !gated && box && lane == 0) tensor_load_2d(base + x_off, &xmap, static_cast<int>(k0 * 16), 0, bar);
-      if (x_rows && !gated && !box && lane < rows)
+      if (x_rows && box && lane == 0) tensor_load_2d(base + x_off, &xmap, static_cast<int>(k0 * 16), 0, bar);
+      if (x_rows && !box && lane < rows)
         bulk_load(base + x_off + lane * (XRow * 2), x + lane * ldx + k0 * 16, nkt * 32, bar);
     };
     // Position by counting (a 64-bit division per stage made this warp the bottleneck); the first ring's weights
@@ -542,7 +485,7 @@ int stream_producers() {
 }
 
 template <int BITS, bool BF16, int MT, bool ZP>
-cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t x_up, int64_t M, int blocks, float* ws,
+cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int blocks, float* ws,
                    unsigned* counters, bool acq_rel_fixup, const float* bias, void* y, bool pdl, bool x_boxes,
                    cudaStream_t stream) {
   using S = StreamShape<BITS, MT>;
@@ -558,7 +501,7 @@ cudaError_t launch(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t x
                                            ldx, S::XRow, static_cast<uint32_t>(rows), CU_TENSOR_MAP_SWIZZLE_NONE);
   const cudaError_t e = launch_pdl_if(pdl, stream_kernel<BITS, BF16, MT, ZP>, dim3(blocks),
                                       dim3(S::kConsumers + 32 * stream_producers<S>()), p.smem, stream, xmap, x_box, w,
-                                      static_cast<const uint16_t*>(x), ldx, x_up, static_cast<int>(M), p.stages,
+                                      static_cast<const uint16_t*>(x), ldx, static_cast<int>(M), p.stages,
                                       p.stage_bytes, p.par_bytes, wna16_stream_max_segments(w, M, blocks), ws, counters,
                                       acq_rel_fixup, bias, static_cast<uint16_t*>(y));
   return e != cudaSuccess ? e : cudaGetLastError();
@@ -591,15 +534,13 @@ bool wna16_stream_usable(const Wna16FastArgs& w, int mt) {
 
 cudaError_t launch_wna16_stream_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int mt, int blocks,
                                      float* ws, unsigned* counters, bool acq_rel_fixup, const float* bias, void* y,
-                                     bool pdl, bool x_boxes, cudaStream_t stream, int64_t x_up) {
-  if (x_up != 0 && (mt != 1 || x_up < 0 || x_up % 8 || ldx % 8 || reinterpret_cast<uintptr_t>(x) % 16))
-    return cudaErrorInvalidValue;  // gated x: one m-tile, 16-byte pieces
+                                     bool pdl, bool x_boxes, cudaStream_t stream) {
   return wna16_dispatch<1, 2, 4>(
       w.bits, w.bf16, mt, w.zeros != nullptr,
       [&](auto v) {
         using V = decltype(v);
-        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, x_up, M, blocks, ws, counters, acq_rel_fixup, bias,
-                                                          y, pdl, x_boxes, stream);
+        return launch<V::kBits, V::kBf16, V::kMt, V::kZp>(w, x, ldx, M, blocks, ws, counters, acq_rel_fixup, bias, y,
+                                                          pdl, x_boxes, stream);
       },
       cudaErrorInvalidValue);
 }
