@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_stream_producers(0);
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
+    set_wna16_wgmma_staged_y(-1);
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -371,6 +373,56 @@ TEST_F(CudaWna16FastTest, FenceFixup) {
     for (const auto& s : specs) check(s, DType::BF16, {33, 64, 129, 300}, Wna16FastPath::Wgmma);
   }
   check(specs[0], DType::F16, {70}, Wna16FastPath::Wgmma);
+}
+
+// y written through a ring slot in 16-byte pieces (the default) and 2 bytes at a time from the accumulators: the same
+// bits on every tile configuration, the one-group, general and late loops, zero points and act-order, both act
+// dtypes, with and without a bias, M from 1 to 300 (one to several token tiles, split and whole tiles); N = 333 takes
+// the direct stores either way (N % 8 != 0). The other wgmma tests check the default against the CPU reference.
+TEST_F(CudaWna16FastTest, WgmmaStagedYIsBitIdentical) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 111},
+      {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 112},
+      {.bits = 4, .K = 2048, .N = 336, .group_size = 32, .zero_points = true, .seed = 113},  // the general loop
+      {.bits = 4, .K = 520, .N = 333, .group_size = -1, .seed = 114},
+  };
+  set_wna16_fast_path(Wna16FastPath::Wgmma);
+  const auto outputs = [&](const Wna16Spec& s, DType act, int64_t M, int staged) {
+    set_wna16_wgmma_staged_y(staged);
+    const auto gen = testing::random_wna16(s);
+    auto kernel = MPKernelRegistry::instance()
+                      .find("cuda_wna16_fast")
+                      ->create(testing::wna16_config(s, act, Device::cuda(0), capability_));
+    kernel->prepare(gen.weights);
+    const Tensor x = Tensor::from_vector(testing::random_floats(static_cast<size_t>(M * s.K), s.seed + 7 * M), {M, s.K})
+                         .to(act)
+                         .to_device(Device::cuda(0));
+    const Tensor bias = Tensor::from_vector(testing::random_floats(s.N, s.seed + 3), {s.N}).to_device(Device::cuda(0));
+    Tensor y = testing::nan_poisoned(M, s.N, act, Device::cuda(0));
+    kernel->run(x, y, M % 2 == 1 ? &bias : nullptr);
+    return y.to_device(Device::cpu()).to_float_vector();
+  };
+  const auto compare = [&](const std::string& what, const std::vector<int64_t>& Ms, const std::vector<Wna16Spec>& ss) {
+    for (const auto& s : ss)
+      for (DType act : {DType::BF16, DType::F16})
+        for (int64_t M : Ms) {
+          SCOPED_TRACE(fmt::format("{} {} act={} M={}", what, testing::wna16_spec_str(s), dtype_name(act), M));
+          const std::vector<float> staged = outputs(s, act, M, 1), direct = outputs(s, act, M, 0);
+          ASSERT_EQ(staged.size(), direct.size());
+          EXPECT_EQ(testing::first_non_finite(staged.data(), static_cast<int64_t>(staged.size())), -1);
+          EXPECT_EQ(std::memcmp(staged.data(), direct.data(), staged.size() * sizeof(float)), 0);
+        }
+  };
+  for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
+    set_wna16_wgmma_tile(tile);
+    compare(fmt::format("tile {}", tile), {1, 9, 33, 64, 65, 129, 300}, specs);
+  }
+  set_wna16_wgmma_late(1);
+  for (int tile : {3, 4, 5, 11}) {
+    set_wna16_wgmma_tile(tile);
+    compare(fmt::format("late, tile {}", tile), {3, 16, 32}, {specs[0]});
+  }
 }
 
 // The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (1024 on a layer

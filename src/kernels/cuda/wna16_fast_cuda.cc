@@ -99,6 +99,7 @@ std::atomic<int> g_stream_max_stages{0};  // set_wna16_stream_max_stages
 std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
 std::atomic<int> g_fixup_mode{0};         // set_wna16_fixup_mode
 std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
+std::atomic<int> g_wgmma_staged_y{-1};    // set_wna16_wgmma_staged_y
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -130,6 +131,12 @@ int cuda::wna16_fixup_mode() {
 }
 
 void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
+void set_wna16_wgmma_staged_y(int mode) { g_wgmma_staged_y.store(mode); }
+bool wna16_wgmma_staged_y() {
+  static const bool env = env_switch_on("QLM_WGMMA_STAGED_Y");
+  const int mode = g_wgmma_staged_y.load();
+  return mode < 0 ? env : mode != 0;
+}
 // Measured on the H200 (v7n, session 34), µs, x permuted / natural, as two builds: 8b.qkv M = 33 / 64 / 128 23.7 /
 // 25.0 / 31.2 vs 21.0 / 22.6 / 28.3, 70b.o 33.7 / 35.1 / 44.0 vs 32.3 / 33.7 / 42.1, 8b.gate_up 47.8 / 51.2 / 72.4 vs
 // 45.3 / 48.9 / 70.9; but 70b.gate_up 124.2 / 137.3 / 204.1 / 366 vs 127.6 / 140.5 / 211.5 / 387.5 (M up to 256),
@@ -344,7 +351,7 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
 int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, int, float*,
-                                    unsigned*, bool, bool, const float*, void*, bool, cudaStream_t) {
+                                    unsigned*, bool, bool, bool, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -630,9 +637,11 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
+    const bool staged_y =
+        wna16_wgmma_staged_y() && pair == 1 && a_.N % 8 == 0 && reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xk, ldx, M, tile, blocks, pair, cuda::wna16_wgmma_producers(),
                                                  ws.data<float>(), counters_for(tiles), cuda::wna16_fixup_mode() == 2,
-                                                 natural, b, y.raw_data(), gemm_pdl, ctx.stream));
+                                                 natural, staged_y, b, y.raw_data(), gemm_pdl, ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

@@ -234,6 +234,13 @@ void set_wna16_fixup_mode(int mode);
 // set_wna16_wgmma_natural_x (0-2) overrides the environment for tests (-1: back to it).
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N);
 void set_wna16_wgmma_natural_x(int mode);
+// Whether the wgmma kernel writes each tile's y through a ring slot it keeps for the epilogue, in whole 16-byte
+// pieces of token rows (where y is 16-byte aligned, N % 8 == 0 and blocks are not paired), instead of 2 bytes at a time
+// from the accumulators, whose column order gives a warp's store 4 tokens x 4-8 partly written sectors. The same bits
+// either way. QLM_WGMMA_STAGED_Y=0 turns it off; set_wna16_wgmma_staged_y (0 / 1) overrides the environment for tests
+// (-1: back to it).
+bool wna16_wgmma_staged_y();
+void set_wna16_wgmma_staged_y(int mode);
 namespace cuda {
 int wna16_fixup_mode();
 }  // namespace cuda

@@ -126,8 +126,10 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
 
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
-                                    bool natural_k, const float* bias, void* y, bool pdl, cudaStream_t stream) {
+                                    bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,
+                                    cudaStream_t stream) {
   if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0 || producers < 1) return cudaErrorInvalidValue;
+  if (staged_y && (pair != 1 || reinterpret_cast<uintptr_t>(y) % 16 != 0 || w.N % 8 != 0)) return cudaErrorInvalidValue;
   const WgmmaCall c{.w = &w,
                     .x = x,
                     .ldx = ldx,
@@ -140,6 +142,7 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
                     .counters = counters,
                     .acq_rel_fixup = acq_rel_fixup,
                     .natural_k = natural_k,
+                    .staged_y = staged_y,
                     .bias = bias,
                     .y = y,
                     .pdl = pdl,

@@ -198,7 +198,7 @@ template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool 
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, int pair, int producers, float* __restrict__ ws,
-                 unsigned* __restrict__ counters, bool acq_rel_fixup, const float* __restrict__ bias,
+                 unsigned* __restrict__ counters, bool acq_rel_fixup, bool staged_y, const float* __restrict__ bias,
                  uint16_t* __restrict__ y) {
   static_assert(OG || !NK, "x in its own k order: the one-group loop only");
   using namespace bulk;
@@ -330,6 +330,8 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     const int64_t mi = unit_tile / n_groups, nt = unit_tile % n_groups * pair + rank;
     const int64_t tile = unit_tile * pair + rank;  // this block's tile: its counter and partial slots
     const int64_t nb0 = nt * kWN, m0 = mi * TN;
+    // staged_y: the ring slot of the segment's last stage, kept for the epilogue (store_y_staged).
+    const int held = static_cast<int>((slot + (j1 - j0 - 1)) % stages);
     float acc[kBPW][kAcc];  // LATE: the current stage's sums on raw codes
     constexpr int kLateAcc = LATE ? kAcc : 1;
     float res[LATE ? kBPW : 1][kLateAcc], xsum[kLateAcc];  // LATE: the scaled result; the stage's x sums
@@ -439,7 +441,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) xsum[i] = 0.0f;
         }
-        release(slot);
+        if (!staged_y || jj + 1 < j1) release(slot);  // staged_y: the segment's last slot is released after y
         slot = next, phase = next_phase;
       }
     } else {
@@ -526,7 +528,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
         wgmma_wait<0>();
 #pragma unroll
         for (int cb = 0; cb < kBPW; ++cb) fence_regs(acc[cb]);
-        release(slot);
+        if (!staged_y || jj + 1 < j1) release(slot);  // staged_y: the segment's last slot is released after y
         slot = next, phase = next_phase;
       }
     }
@@ -564,8 +566,69 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
             }
           }
     };
+    // staged_y (y 16-byte aligned, N a multiple of 8): y through the held ring slot instead, in whole 16-byte
+    // pieces. A thread's accumulators hold one column at two adjacent tokens (rows g, g + 8 of its MMA rows); after
+    // one exchange with lane ^ 4 (the next column, same 16-column tile) each thread has two adjacent columns at one
+    // token, written as one word into rows of kRowWords words (16 bytes of padding: a warp's 32 words land in 32
+    // different banks in either loop's column order), then every consumer thread copies 16-byte pieces of whole
+    // rows to y (the direct stores write 2 bytes at a time, 4 tokens x 4-8 sectors per warp instruction). The same
+    // values and rounding as store_y; passes of whole 8-token groups where the tile does not fit the slot at once.
+    const auto store_y_staged = [&] {
+      constexpr int kRowWords = kCols / 2 + 4, kChunks = kCols / 8, kGroups = TN / 8;
+      constexpr int kFit = (kXBytes + kCodeBytes) / (8 * kRowWords * 4);
+      static_assert(kFit >= 1, "a ring slot holds 8 rows of the tile");
+      constexpr int kPassGroups = kFit < kGroups ? kFit : kGroups;
+      constexpr int kPasses = (kGroups + kPassGroups - 1) / kPassGroups;
+      uint32_t* const rows = reinterpret_cast<uint32_t*>(smem + held * stage_bytes);
+      const uint32_t odd = g & 1;
+      // The slot's last readers were the wgmmas (async proxy, drained) and its writers the copies.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int i0 = pass * kPassGroups;
+#pragma unroll
+        for (int cb = 0; cb < kBPW; ++cb)
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i) {
+            if (i < i0 || i >= i0 + kPassGroups) continue;
+            uint32_t h[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t n = n0 + column(cb, e);
+              float v = result(cb, 4 * i + e);
+              if (bias && n < w.N) v += bias[n];
+              h[e] = to_bits(v, BF16);
+            }
+            // Even g keeps its token 8i + 2t4 and takes the next column's; odd g keeps token + 1 and takes the
+            // previous column's.
+            const uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, odd ? h[0] | h[2] << 16 : h[1] | h[3] << 16, 4);
+            const uint32_t w0 = odd ? (got & 0xFFFFu) | h[1] << 16 : h[0] | got << 16;
+            const uint32_t w1 = odd ? (got >> 16) | h[3] << 16 : h[2] | (got & 0xFFFF0000u);
+            const int r = 8 * (i - i0) + 2 * t4 + static_cast<int>(odd);
+            const int cp = (column(cb, 0) - static_cast<int>(odd)) / 2;
+            rows[r * kRowWords + cp] = w0;
+            rows[r * kRowWords + cp + 4] = w1;  // 8 columns on
+          }
+        consumer_sync<kConsumers>();
+        const int pass_rows = 8 * (kGroups - i0 < kPassGroups ? kGroups - i0 : kPassGroups);
+        for (int idx = tid; idx < pass_rows * kChunks; idx += kConsumers) {
+          const int r = idx / kChunks, ch = idx - r * kChunks;
+          const int64_t m = m0 + 8 * i0 + r, n = n0 + 8 * ch;
+          if (m < M && n < w.N)
+            *reinterpret_cast<uint4*>(y + m * w.N + n) = *reinterpret_cast<const uint4*>(rows + r * kRowWords + 4 * ch);
+        }
+        consumer_sync<kConsumers>();  // the rows read before the next pass (or the next copies) overwrite them
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the slot's next copies
+    };
+    const auto write_y = [&] {
+      if (staged_y)
+        store_y_staged();
+      else
+        store_y();
+    };
     if (j0 == 0 && j1 == per_tile) {
-      store_y();
+      write_y();
     } else {
       const int64_t tile_q0 = unit_tile * per_tile;
       const int64_t first = owner_of(tile_q0, T, G);
@@ -599,10 +662,11 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
                 r = sgm == 0 ? p : r + p;
               }
         }
-        store_y();
+        write_y();
         if (tid == 0) counters[tile] = 0u;
       }
     }
+    if (staged_y) release(held);
     consumer_sync<kConsumers>();  // last_segment is reused by the next segment
     q += j1 - j0;
   }
@@ -718,7 +782,7 @@ struct LaunchF {
         c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG, NK>, dim3(c.blocks),
         dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
         p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.producers, c.ws, c.counters,
-        c.acq_rel_fixup, c.bias, static_cast<uint16_t*>(c.y));
+        c.acq_rel_fixup, c.staged_y, c.bias, static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
   }
 };

@@ -21,6 +21,7 @@ struct WgmmaCall {
   unsigned* counters;
   bool acq_rel_fixup;  // bulk::arrive_tile_counter_acq_rel instead of fences (wna16_fixup_mode)
   bool natural_k;      // x in its own k order, the code words exchanged to it (one-group loop only; wna16_wgmma.h)
+  bool staged_y;       // y through a ring slot in 16-byte pieces (wna16_wgmma.h)
   const float* bias;
   void* y;
   bool pdl;
