@@ -377,8 +377,9 @@ TEST_F(CudaWna16FastTest, FenceFixup) {
 
 // y written through a ring slot in 16-byte pieces (the default) and 2 bytes at a time from the accumulators: the same
 // bits on every tile configuration, the one-group, general and late loops, zero points and act-order, both act
-// dtypes, with and without a bias, M from 1 to 300 (one to several token tiles, split and whole tiles); N = 333 takes
-// the direct stores either way (N % 8 != 0). The other wgmma tests check the default against the CPU reference.
+// dtypes, with and without a bias, M from 1 to 300 (one to several token tiles, split and whole tiles), single blocks
+// and pairs; N = 333 takes the direct stores either way (N % 8 != 0). The other wgmma tests check the default against
+// the CPU reference.
 TEST_F(CudaWna16FastTest, WgmmaStagedYIsBitIdentical) {
   if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
   const std::vector<Wna16Spec> specs = {
@@ -423,9 +424,16 @@ TEST_F(CudaWna16FastTest, WgmmaStagedYIsBitIdentical) {
     set_wna16_wgmma_tile(tile);
     compare(fmt::format("late, tile {}", tile), {3, 16, 32}, {specs[0]});
   }
+  set_wna16_wgmma_late(-1);
+  // Pairs: the held slot is also one the peer's multicast refills.
+  set_wna16_wgmma_pair(2);
+  for (int tile : {3, 5, 8, 9, 12}) {
+    set_wna16_wgmma_tile(tile);
+    compare(fmt::format("pairs, tile {}", tile), {5, 64, 300}, {specs[0], specs[1]});
+  }
 }
 
-// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (1024 on a layer
+// The rule's own choice: on the H200 the wgmma path from M = 33 up to the cuBLAS bound (1536 on a layer
 // of 4e7 weights), matching the reference; elsewhere the tiled path up to 128, then cuBLAS.
 TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   const Wna16Spec s{.bits = 4, .K = 8192, .N = 5000, .group_size = 128, .zero_points = true, .seed = 31};
@@ -441,7 +449,8 @@ TEST_F(CudaWna16FastTest, AutoRuleRunsWgmma) {
   EXPECT_EQ(kernel->path(128), wgmma ? "wgmma" : "dequant+cublas");
   EXPECT_EQ(kernel->path(767), wgmma ? "wgmma" : "dequant+cublas");
   EXPECT_EQ(kernel->path(1023), wgmma ? "wgmma" : "dequant+cublas");
-  EXPECT_EQ(kernel->path(1024), "dequant+cublas");
+  EXPECT_EQ(kernel->path(1535), wgmma ? "wgmma" : "dequant+cublas");
+  EXPECT_EQ(kernel->path(1536), "dequant+cublas");
   testing::run_wna16_against_cpu_ref("cuda_wna16_fast", s, gen.weights, DType::BF16, Device::cuda(0), capability_,
                                      {33, 77, 300},
                                      [](int64_t, const std::vector<float>& got, const std::vector<float>& want) {
@@ -770,12 +779,12 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(8, 4096, 4096, 4, false, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(4, 8192, 57344, 4, true, true), Wna16FastPath::Stream);
   EXPECT_EQ(wna16_fast_path_for(2560, 8192, 57344, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(2047, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8
-  EXPECT_EQ(wna16_fast_path_for(2048, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(1023, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8
-  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(1023, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
-  EXPECT_EQ(wna16_fast_path_for(1024, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(2559, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);  // 2.3e8 (v7x: was 2047)
+  EXPECT_EQ(wna16_fast_path_for(2560, 28672, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1535, 4096, 28672, 4, true, true), Wna16FastPath::Wgmma);  // 1.2e8 (v7x: was 1023)
+  EXPECT_EQ(wna16_fast_path_for(1536, 4096, 28672, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1535, 14336, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 5.9e7
+  EXPECT_EQ(wna16_fast_path_for(1536, 14336, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 28672, 8192, 4, true, true), Wna16FastPath::Stream);  // 2.3e8 weights
   EXPECT_EQ(wna16_fast_path_for(17, 28672, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(16, 8192, 8192, 4, true, true), Wna16FastPath::Stream);  // 6.7e7
@@ -785,14 +794,14 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_fast_path_for(33, 13824, 5120, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(33, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(127, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(1023, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1535, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1536, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(16, 4096, 6144, 4, true, true), Wna16FastPath::Stream);  // 2.5e7
   EXPECT_EQ(wna16_fast_path_for(17, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);   // N > 4096: no 16 x 128
   EXPECT_EQ(wna16_fast_path_for(32, 4096, 6144, 4, true, true), Wna16FastPath::Tiled);
   EXPECT_EQ(wna16_fast_path_for(33, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(256, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);  // v7o: 256, was 191
-  EXPECT_EQ(wna16_fast_path_for(257, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1535, 4096, 6144, 4, true, true), Wna16FastPath::Wgmma);  // v7x: 1535, was 256
+  EXPECT_EQ(wna16_fast_path_for(1536, 4096, 6144, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 4096, 4096, 4, true, true), Wna16FastPath::Wgmma);  // 1.7e7
   EXPECT_EQ(wna16_fast_path_for(65, 4096, 4096, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_wgmma_rule_tile(16, 8192, 57344), 3);
@@ -830,8 +839,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 4096, 28672), 11);  // 1.2e8
   EXPECT_EQ(wna16_wgmma_rule_tile(20, 14336, 4096), -1);  // 5.9e7: the tiled kernel
   EXPECT_EQ(wna16_wgmma_rule_tile(8, 8192, 8192), -1);
-  EXPECT_EQ(wna16_fast_path_for(1023, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 10240, 4, true, true), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1535, 8192, 10240, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1536, 8192, 10240, 4, true, true), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(64, 8192, 57344, 8, true, true), Wna16FastPath::Tiled);  // 8-bit: no wgmma
 }
 
@@ -850,8 +859,8 @@ TEST(Wna16FastPaths, WholeTiles) {
 }
 
 // Above 64 tokens on layers of [4e7, 2e8) weights: the 128 x 256 tile where its tiles go whole to an aligned grid
-// of the SM count and the 128 x 192 tile's do not (v7l), with the cuBLAS bound raised to 1536 there; otherwise, and
-// with the SM count unknown, the 128 x 192 tile up to the bound.
+// of the SM count and the 128 x 192 tile's do not (v7l); otherwise, and with the SM count unknown, the 128 x 192 tile
+// up to the bound (1536 since v7x; before, 1024, raised to 1536 only where the 128 x 256 tiles went whole).
 TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   constexpr int kSms = 132;
   EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192, kSms), 6);  // 70b.o: 4 x 32 = 128 tiles vs 4 x 43 = 172
@@ -869,13 +878,14 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);   // 1.7e7: below the sizes measured
   EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);   // 2.3e8 below 192 tokens: 32 tiles split
   EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 12);  // and from 192 as before (256 x 128)
-  // The cuBLAS bound: 1024 on these layers, 1536 where the 128 x 256 tiles go whole.
+  // The cuBLAS bound: 1536 on these layers whether the tiles go whole or not.
   EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 256 tiles
-  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Cublas);
-  EXPECT_EQ(wna16_fast_path_for(1025, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Cublas);  // 288 tiles
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);
+  EXPECT_EQ(wna16_fast_path_for(1025, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 288 tiles
+  EXPECT_EQ(wna16_fast_path_for(1536, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_for(1024, 14336, 4096, 4, true, true, kSms), Wna16FastPath::Wgmma);
-  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 10240, 4, true, true, kSms), Wna16FastPath::Cublas);  // 320: not whole
-  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true, kSms), Wna16FastPath::Cublas);
+  EXPECT_EQ(wna16_fast_path_for(1024, 8192, 10240, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 320: not whole
+  EXPECT_EQ(wna16_fast_path_for(1024, 4096, 28672, 4, true, true, kSms), Wna16FastPath::Wgmma);
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
             "M 1-16 stream · 17-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
@@ -913,8 +923,8 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},
                          {33, Wna16FastPath::Wgmma},
-                         {1023, Wna16FastPath::Wgmma},
-                         {1024, Wna16FastPath::Cublas}})
+                         {1535, Wna16FastPath::Wgmma},
+                         {1536, Wna16FastPath::Cublas}})
     EXPECT_EQ(wna16_fast_path_for(M, 14336, 4096, 4, true, true), path) << M;
   EXPECT_EQ(wna16_wgmma_rule_tile(64, 14336, 4096), 10);
   // x in its own k order (mode 2, the default): from 33 up to 128 tokens below 2e8 weights and up to 256 below 1e8

@@ -58,9 +58,16 @@ int64_t default_cublas_min_m(int64_t K, int64_t N) {
 // 49.1 vs 38.8 / 40.1 / 47.7, 4096 x 8192 45.9 / 47.4 / 46.2 vs 50.5 / 51.2 / 54.6, 6144 x 4096 35.1 / 35.9 / 44.4 vs
 // 45.2 / 41.0 / 42.2, 5120 x 5120 41.9 / 43.3 / 50.9 vs 40.5 / 43.7 / 49.2: [2e7, 4e7) keeps wgmma through 256 tokens
 // (two 128-token m-tiles; the third costs more than the dequantization).
+// Session 58, after the wgmma kernel's y went through a ring slot (v7x; H100, wgmma forced vs dequantize + cuBLAS
+// forced, docs/perf-data/w4a16_bounds_h100_s58.jsonl, us): 70b.down (2.3e8) 1536 959 vs 1087, 2048 1272 vs 1383 ->
+// 2560 (as >= 4e8); 70b.qkv (8.4e7) 1024 259 vs 294, 1536 394 vs 405, 2048 479 vs 501; 70b.o 1024 195 vs 231, 1536 310
+// vs 311; 8b.gate_up (1.2e8) 1024 359 vs 417, 1536 542 vs 582, 2048 803 vs 713; 8b.down 1024 178 vs 198, 1536 287 vs
+// 279 -> 1536 on [4e7, 2e8) (was 1024, and 1536 only where the 128 x 256 tiles went whole); 8b.qkv (2.5e7) 512 43 vs
+// 57, 768 74 vs 73, 1024 82 vs 89, 1536 121 vs 123, 2048 171 vs 153 -> 1536 on [2e7, 4e7) (was 257); 8b.o (1.7e7)
+// 512 41 vs 38, 768 44 vs 48, 1024 69 vs 58: unchanged.
 int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   const double kn = static_cast<double>(K) * static_cast<double>(N);
-  return kn >= 4e8 ? 2560 : kn >= 2e8 ? 2048 : kn >= 4e7 ? 1024 : kn >= 2e7 ? 257 : 65;
+  return kn >= 2e8 ? 2560 : kn >= 2e7 ? 1536 : 65;
 }
 
 // Whether the wgmma kernel's 128 x 256 tiles (kWna16WgmmaTiles[6], per_sm blocks per SM) for M tokens of N columns go
@@ -78,15 +85,6 @@ bool whole_128x256_tiles(int64_t M, int64_t N, int sm_count) {
     return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
   };
   return whole(cuda::kWna16WgmmaTiles[6]) && !whole(cuda::kWna16WgmmaTiles[9]);
-}
-
-// The cuBLAS bound of a call: wgmma_cublas_min_m, raised to 1536 on layers of [4e7, 2e8) weights where the 128 x 256
-// tiles go whole (whole_128x256_tiles; they beat dequantize + cuBLAS at M = 1024 there, v7l).
-int64_t wgmma_call_cublas_min_m(int64_t M, int64_t K, int64_t N, int sm_count) {
-  const double kn = static_cast<double>(K) * static_cast<double>(N);
-  const int64_t bound = wgmma_cublas_min_m(K, N);
-  return kn >= 4e7 && kn < 2e8 && M < 1536 && whole_128x256_tiles(M, N, sm_count) ? std::max<int64_t>(bound, 1536)
-                                                                                  : bound;
 }
 
 std::atomic<int> g_forced_path{0};
@@ -242,7 +240,7 @@ Wna16FastPath rule_path(int64_t M, int64_t K, int64_t N, int bits, bool stream_o
   if (M <= gemv_max) return Wna16FastPath::Gemv;
   const bool wgmma_layer = wgmma_ok && bits == 4;
   const int64_t cublas_min = e.cublas_min > 0 ? e.cublas_min
-                             : wgmma_layer    ? wgmma_call_cublas_min_m(M, K, N, sm_count)
+                             : wgmma_layer    ? wgmma_cublas_min_m(K, N)
                                               : default_cublas_min_m(K, N);
   if (M >= cublas_min) return Wna16FastPath::Cublas;
   if (wgmma_layer && (e.wgmma_min > 0 ? M >= e.wgmma_min : wna16_wgmma_rule_tile(M, K, N, sm_count) >= 0))
@@ -638,7 +636,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
     const bool staged_y =
-        wna16_wgmma_staged_y() && pair == 1 && a_.N % 8 == 0 && reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
+        wna16_wgmma_staged_y() && a_.N % 8 == 0 && reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xk, ldx, M, tile, blocks, pair, cuda::wna16_wgmma_producers(),
                                                  ws.data<float>(), counters_for(tiles), cuda::wna16_fixup_mode() == 2,
                                                  natural, staged_y, b, y.raw_data(), gemm_pdl, ctx.stream));

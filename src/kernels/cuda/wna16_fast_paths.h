@@ -56,7 +56,7 @@ enum class Wna16FastPath { Auto = 0, Gemv = 1, Tiled = 2, Cublas = 3, Stream = 4
 // below the cuBLAS bound; dequantize + cuBLAS at and above it. The bound grows with the layer (measured on the H200, v3
 // and v6 in docs/w4a16-kernel-notes.md: dequantizing costs a pass over K x N, the tiled GEMM fills the GPU only with
 // enough column tiles): M >= 256 for K*N >= 2e8, >= 128 for K*N >= 4e7, else >= 48; where wgmma runs, M >= 2560 for K*N
-// >= 4e8, 2048 for >= 2e8, 1024 for >= 4e7, 257 for >= 2e7, else 65 (v6g, v7l, v7o). 8-bit weights take the GEMV kernel
+// >= 2e8, 1536 for >= 2e7, else 65 (v6g, v7l, v7o, v7x). 8-bit weights take the GEMV kernel
 // for M <= 8 (int8 70b.gate_up M=1: 170 us vs 233 tiled). Environment overrides: QLM_W4FAST_CUBLAS_MIN_M (one bound for
 // every layer), QLM_W4FAST_GEMV_MAX_M (GEMV kernel up to that M for every width), QLM_W4FAST_PATH (gemv / tiled /
 // stream / wgmma / cublas: always that path), QLM_W4FAST_STREAM_MAX_M (stream up to that M, at most 32, on every layer
@@ -235,7 +235,7 @@ void set_wna16_fixup_mode(int mode);
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N);
 void set_wna16_wgmma_natural_x(int mode);
 // Whether the wgmma kernel writes each tile's y through a ring slot it keeps for the epilogue, in whole 16-byte
-// pieces of token rows (where y is 16-byte aligned, N % 8 == 0 and blocks are not paired), instead of 2 bytes at a time
+// pieces of token rows (where y is 16-byte aligned and N % 8 == 0), instead of 2 bytes at a time
 // from the accumulators, whose column order gives a warp's store 4 tokens x 4-8 partly written sectors. The same bits
 // either way. QLM_WGMMA_STAGED_Y=0 turns it off; set_wna16_wgmma_staged_y (0 / 1) overrides the environment for tests
 // (-1: back to it).

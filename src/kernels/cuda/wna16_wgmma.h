@@ -78,9 +78,7 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers;
 // acq_rel_fixup: split tiles counted by one thread's acq_rel atomic instead of fences in every thread
 // (wna16_fixup_mode). staged_y: each tile's y written through a ring slot in 16-byte pieces (wna16_wgmma_staged_y;
-// needs pair == 1, y 16-byte aligned and N % 8 == 0, else cudaErrorInvalidValue), else 2 bytes at a time from the
-// accumulators. (In pairs the staged form failed the reference tests on 4 of 13 tiles, H100, session 58, cause not
-// found: docs/w4a16-kernel-notes.md, v7x.)
+// needs y 16-byte aligned and N % 8 == 0, else cudaErrorInvalidValue), else 2 bytes at a time from the accumulators.
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
                                     bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,

@@ -581,7 +581,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       constexpr int kPasses = (kGroups + kPassGroups - 1) / kPassGroups;
       uint32_t* const rows = reinterpret_cast<uint32_t*>(smem + held * stage_bytes);
       const uint32_t odd = g & 1;
-      // The slot's last readers were the wgmmas (async proxy, drained) and its writers the copies.
+      // The slot's last readers were the wgmmas of every consumer warpgroup (each waited only for its own: all of
+      // them must be past their wait before any thread overwrites the x tile they read), its writers the copies.
+      consumer_sync<kConsumers>();
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
