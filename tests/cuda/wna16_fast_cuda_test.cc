@@ -889,7 +889,8 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
             "M 1-16 stream · 17-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
-            "128x256 · 513-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= 1025 dequant+cuBLAS");
+            "128x256 · 513-896 wgmma 128x192 · 897-1024 wgmma 128x256 · 1025-1535 wgmma 128x192 · >= 1536 "
+            "dequant+cuBLAS");
 }
 
 // The rule's paths as ranges of M (`qlm inspect --plan`): every M covered once, in order, ending with the
@@ -907,18 +908,18 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   // 8b.qkv on 132 SMs: its GEMV plan fills 73 % of a wave, enough for one token (70 %), not for 2-8 (90 %); the
   // GEMV kernel takes it only without the stream kernel.
   EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, true, true, 132),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-256 wgmma 128x192 · >= 257 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(4096, 6144, 4, false, true, 132),
-            "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-256 wgmma 128x192 · >= 257 dequant+cuBLAS");
+            "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · >= 1024 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= "
-            "1025 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · "
+            "1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
-            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · >= 1025 "
-            "dequant+cuBLAS");
+            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · "
+            "1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},
