@@ -19,7 +19,8 @@
 // the next stage's first k-tile. No MMA sits behind a branch (ptxas would serialize them all): k-tiles
 // past K are multiplied by zero x, column blocks past N are computed and never stored. Work split and
 // partial sums: stream-K over the k-stages of all (m-tile, column-tile) pairs, as in
-// wna16_stream_kernels.cu.
+// wna16_stream_kernels.cu. Epilogue (staged_y, the default): the consumers keep the ring slot of a segment's last
+// stage, transpose the tile's y into token rows there and write whole 16-byte pieces of them (store_y_staged).
 //
 // Pairs (pair = 2, launched as clusters of two blocks): the two blocks of a cluster take column tiles 2p and 2p + 1
 // of the same m-tile over the same k-stages (stream-K over (m-tile, p) units, per cluster), so they need the same
