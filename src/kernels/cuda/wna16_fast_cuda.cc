@@ -635,8 +635,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
-    const bool staged_y =
-        wna16_wgmma_staged_y() && a_.N % 8 == 0 && reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
+    const bool staged_y = wna16_wgmma_staged_y() && cuda::wna16_wgmma_can_stage_y(a_, y.raw_data());
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xk, ldx, M, tile, blocks, pair, cuda::wna16_wgmma_producers(),
                                                  ws.data<float>(), counters_for(tiles), cuda::wna16_fixup_mode() == 2,
                                                  natural, staged_y, b, y.raw_data(), gemm_pdl, ctx.stream));

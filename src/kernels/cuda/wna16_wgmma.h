@@ -70,6 +70,11 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs& w, int64_t M, int tile, int 
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs& w, int64_t M, int tile, int blocks, int pair = 1);
 // How many clusters of `pair` blocks of the configuration can be resident at once (0: unknown / cannot run).
 int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
+// Whether y can take the staged epilogue: its 16-byte pieces of token rows need y 16-byte aligned and rows of a
+// multiple of 8 elements.
+inline bool wna16_wgmma_can_stage_y(const Wna16FastArgs& w, const void* y) {
+  return reinterpret_cast<uintptr_t>(y) % 16 == 0 && w.N % 8 == 0;
+}
 // y[M, N] = x · W (+ bias): x [M, ldx] 16-bit (16-byte aligned rows, ldx % 8 == 0; columns past ldx read as zero),
 // from launch_wna16_wgmma_permute_x, or in packed-row order and its own k order with natural_k; counters: one
 // unsigned per tile, zero (left zero). pdl: launched for programmatic dependent launch; each block then requests its
@@ -78,7 +83,7 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair);
 // pair: blocks per cluster (blocks a multiple of it; wna16_wgmma_pair); producers: wna16_wgmma_producers;
 // acq_rel_fixup: split tiles counted by one thread's acq_rel atomic instead of fences in every thread
 // (wna16_fixup_mode). staged_y: each tile's y written through a ring slot in 16-byte pieces (wna16_wgmma_staged_y;
-// needs y 16-byte aligned and N % 8 == 0, else cudaErrorInvalidValue), else 2 bytes at a time from the accumulators.
+// only where wna16_wgmma_can_stage_y, else cudaErrorInvalidValue), else 2 bytes at a time from the accumulators.
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
                                     bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,

@@ -129,7 +129,7 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
                                     bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,
                                     cudaStream_t stream) {
   if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0 || producers < 1) return cudaErrorInvalidValue;
-  if (staged_y && (reinterpret_cast<uintptr_t>(y) % 16 != 0 || w.N % 8 != 0)) return cudaErrorInvalidValue;
+  if (staged_y && !wna16_wgmma_can_stage_y(w, y)) return cudaErrorInvalidValue;
   const WgmmaCall c{.w = &w,
                     .x = x,
                     .ldx = ldx,
