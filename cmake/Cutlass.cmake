@@ -23,6 +23,12 @@ function(qlm_add_sm90a_kernels target)
   endif()
   file(GLOB QLM_SM90A_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/cuda/sm90a/*.cu)
   add_library(qlm_sm90a OBJECT ${QLM_SM90A_SOURCES})
+  # QLM_CUDA_FAST_COMPILE (cmake/Cuda.cmake) on our own wgmma kernels only: CUTLASS's files compile slower in that mode.
+  if(QLM_CUDA_FAST_COMPILE_OPTION)
+    set(QLM_SM90A_OWN_SOURCES ${QLM_SM90A_SOURCES})
+    list(FILTER QLM_SM90A_OWN_SOURCES EXCLUDE REGEX "_cutlass_")
+    set_source_files_properties(${QLM_SM90A_OWN_SOURCES} PROPERTIES COMPILE_OPTIONS "${QLM_CUDA_FAST_COMPILE_OPTION}")
+  endif()
   set_target_properties(qlm_sm90a PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON)
   target_compile_options(qlm_sm90a PRIVATE -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
                                            -Xcudafe --diag_suppress=177)
