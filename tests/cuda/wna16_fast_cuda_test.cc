@@ -827,7 +827,14 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 8192, 57344), 12);
   EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 57344), 6);  // 1100 % 256 = 76: 128-token tiles pad less
   EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 10240), 9);   // 8.4e7: never 256 x 128
-  EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: never
+  EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: not below 1024 tokens
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672), 12);  // [4e7, 2e8) from 1024 at whole 256-token tiles (v7y)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096), 12);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1535, 8192, 8192), 12);  // past 128 of a partial tile on N >= 8192
+  EXPECT_EQ(wna16_wgmma_rule_tile(1535, 14336, 4096), 9);  // not on N = 4096
+  EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 10240), 9);  // 1100 % 256 = 76
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 8192), 9);    // below 1024: the 128-token tiles
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 6144), 9);   // 2.5e7: below 4e7, unchanged
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 8192, 8192), 9);    // 6.7e7
   EXPECT_EQ(wna16_wgmma_rule_tile(100, 14336, 4096), 9);   // 5.9e7
   EXPECT_EQ(wna16_wgmma_rule_tile(12, 8192, 8192), -1);    // 6.7e7: t3 only on >= 4e8 (v7d)
@@ -876,9 +883,9 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 10240, kSms), 6);   // 70b.qkv: 120 vs 162
   EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 10240, kSms), 9);   // 160 vs 216: neither
   EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 10240, kSms), 6);   // 240 (120 of two) vs 324
-  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, kSms), 6);  // 8b.down: 128 vs 176
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, kSms), 12);  // 8b.down: 256 x 128 from 1024 (v7y)
   EXPECT_EQ(wna16_wgmma_rule_tile(512, 14336, 4096, kSms), 9);
-  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672, kSms), 9);  // 8b.gate_up: both whole (896, 1200)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672, kSms), 12);  // 8b.gate_up: 256 x 128 from 1024 (v7y)
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);   // 1.7e7: below the sizes measured
   EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);   // 2.3e8 below 192 tokens: 32 tiles split
   EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 12);  // and from 192 as before (256 x 128)
@@ -893,8 +900,9 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
             "M 1-16 stream · 17-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
-            "128x256 · 513-896 wgmma 128x192 · 897-1024 wgmma 128x256 · 1025-1535 wgmma 128x192 · >= 1536 "
-            "dequant+cuBLAS");
+            "128x256 · 513-896 wgmma 128x192 · 897-1023 wgmma 128x256 · 1024 wgmma 128x256 or 256x128 (less padding) · "
+            "1025-1152 wgmma 128x192 · 1153-1280 wgmma 128x256 or 256x128 (less padding) · 1281-1408 wgmma 128x192 · "
+            "1409-1535 wgmma 128x256 or 256x128 (less padding) · >= 1536 dequant+cuBLAS");
 }
 
 // The rule's paths as ranges of M (`qlm inspect --plan`): every M covered once, in order, ending with the
@@ -917,13 +925,17 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · 1024 wgmma 128x256 or 256x128 "
+            "(less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 (less padding) · 1281-1535 wgmma "
+            "128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · "
-            "1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
+            "1024 wgmma 128x256 or 256x128 (less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 "
+            "(less padding) · 1281-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
-            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1024 wgmma 128x256 · "
-            "1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
+            "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
+            "1024 wgmma 128x256 or 256x128 (less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 "
+            "(less padding) · 1281-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},

@@ -191,6 +191,11 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
     // 643 vs 191 / 334 / 663; on the [4e7, 2e8) layers within the spread or behind: 8b.down M = 256 66.6 vs 61.1).
     const bool t6 = kn >= 4e8 || (kn >= 2e8 && M >= 192);  // both on >= 2e8 weights
     if (t6 && (M % 256 == 0 || M % 256 > 128)) return 12;
+    // 256 x 128 on [4e7, 2e8) too from 1024 tokens (v7y, H100, staged stores, µs at M = 1024 / 1535, t12 vs the
+    // rule's tile: 70b.qkv 258 / 374 vs 264 / 388, 70b.o 192 / 292 vs 198 / 322, 8b.gate_up 329 / 512 vs 372 / 569,
+    // 8b.down 177 / 341 vs 180 / 284): at whole 256-token multiples, and past 128 of a partial one on N >= 8192
+    // (8b.down's 32 column tiles leave 192 tiles on 132 SMs at 1535). At 768 and below it trails on 70b.o and 8b.down.
+    if (kn >= 4e7 && M >= 1024 && (M % 256 == 0 || (M % 256 > 128 && N >= 8192))) return 12;
     return t6 || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
   }
   if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
