@@ -900,9 +900,9 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   EXPECT_EQ(wna16_fast_path_for(1024, 4096, 4096, 4, true, true, kSms), Wna16FastPath::Cublas);
   EXPECT_EQ(wna16_fast_path_summary(8192, 8192, 4, true, true, kSms),
             "M 1-16 stream · 17-64 wgmma 64x128 · 65-384 wgmma 128x192 · 385-512 wgmma "
-            "128x256 · 513-896 wgmma 128x192 · 897-1023 wgmma 128x256 · 1024 wgmma 128x256 or 256x128 (less padding) · "
-            "1025-1152 wgmma 128x192 · 1153-1280 wgmma 128x256 or 256x128 (less padding) · 1281-1408 wgmma 128x192 · "
-            "1409-1535 wgmma 128x256 or 256x128 (less padding) · >= 1536 dequant+cuBLAS");
+            "128x256 · 513-896 wgmma 128x192 · 897-1023 wgmma 128x256 · 1024 wgmma 256x128 · "
+            "1025-1152 wgmma 128x192 · 1153-1280 wgmma 256x128 · 1281-1408 wgmma 128x192 · "
+            "1409-1535 wgmma 256x128 · >= 1536 dequant+cuBLAS");
 }
 
 // The rule's paths as ranges of M (`qlm inspect --plan`): every M covered once, in order, ending with the
@@ -925,17 +925,17 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · 1024 wgmma 128x256 or 256x128 "
-            "(less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 (less padding) · 1281-1535 wgmma "
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · 1024 wgmma 256x128 · 1025-1279 "
+            "wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma "
             "128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
             "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
-            "1024 wgmma 128x256 or 256x128 (less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 "
-            "(less padding) · 1281-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
+            "1024 wgmma 256x128 · 1025-1279 wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma 128x192 · >= 1536 "
+            "dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
             "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
-            "1024 wgmma 128x256 or 256x128 (less padding) · 1025-1279 wgmma 128x192 · 1280 wgmma 128x256 or 256x128 "
-            "(less padding) · 1281-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
+            "1024 wgmma 256x128 · 1025-1279 wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma 128x192 · >= 1536 "
+            "dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},

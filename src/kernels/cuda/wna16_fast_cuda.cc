@@ -293,8 +293,9 @@ std::string wna16_fast_path_summary(int64_t K, int64_t N, int bits, bool stream_
       case Wna16FastPath::Cublas: return "dequant+cuBLAS";
       case Wna16FastPath::Wgmma: {
         const int tile = wna16_wgmma_rule_tile(M, K, N, sm_count);
-        // Above 128 tokens on >= 2e8 weights the rule alternates 128 x 256 and 256 x 128 by padding: one range.
-        if (M > 128 && (tile == 12 || (tile == 6 && static_cast<double>(K) * static_cast<double>(N) >= 2e8)))
+        // Above 128 tokens on >= 2e8 weights the rule alternates 128 x 256 and 256 x 128 by padding: one range. (On
+        // smaller layers 256 x 128 comes only at some M from 1024 on, beside 128 x 192: named as it is.)
+        if (M > 128 && (tile == 12 || tile == 6) && static_cast<double>(K) * static_cast<double>(N) >= 2e8)
           return "wgmma 128x256 or 256x128 (less padding)";
         const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[tile];
         return "wgmma " + std::to_string(t.tokens) + "x" + std::to_string(t.columns());
