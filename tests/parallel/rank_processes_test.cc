@@ -18,6 +18,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Scripts that wait `exec` their sleep: the pid the launcher stops is then the sleeping process itself. A sleep forked
+// by the shell would outlive its killed shell, keep the test's output pipe open, and ctest would wait for it.
 std::unique_ptr<RankProcesses> shell_ranks(int size, const std::function<std::string(int rank)>& script) {
   return RankProcesses::spawn("/bin/sh", size, [&](int rank) {
     return std::vector<std::string>{"sh", "-c", script(rank)};
@@ -46,14 +48,14 @@ TEST(RankProcesses, KilledChildIsNamedBySignal) {
 }
 
 TEST(RankProcesses, CheckDoesNotBlock) {
-  auto children = shell_ranks(2, [](int) { return "sleep 30"; });
+  auto children = shell_ranks(2, [](int) { return "exec sleep 30"; });
   const auto start = std::chrono::steady_clock::now();
   children->check();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
 }
 
 TEST(RankProcesses, ChildOutlivingRankZeroIsStoppedAndNamed) {
-  auto children = shell_ranks(2, [](int) { return "sleep 30"; });
+  auto children = shell_ranks(2, [](int) { return "exec sleep 30"; });
   EXPECT_QLM_ERROR_ALL(children->wait(100ms), "tp.rank_timeout", "rank 1 (pid", "still ran");
 }
 
@@ -66,7 +68,7 @@ TEST(RankProcesses, ChildrenAreStoppedWhenTheLauncherGoesAway) {
   std::vector<pid_t> pids;
   const auto start = std::chrono::steady_clock::now();
   {
-    auto children = shell_ranks(3, [](int) { return "sleep 60"; });
+    auto children = shell_ranks(3, [](int) { return "exec sleep 60"; });
     pids = children->pids();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
