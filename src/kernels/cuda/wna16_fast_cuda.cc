@@ -633,11 +633,16 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile, pair);
     const int64_t resident =
         pair > 1 ? max_clusters : int64_t{std::max(1, ctx.sm_count)} * t.per_sm;  // clusters (blocks) at once
-    const int64_t cap = std::clamp<int64_t>(stages / min_stages, 1, resident);
+    // QLM_WGMMA_BLOCKS=n (tuning): at most n blocks (clusters), used as given (no aligned grid), to measure how the
+    // stream-K split of the tiles over the grid costs (e.g. 320 tiles on 132, 128 or 107 blocks).
+    static const int64_t max_blocks = env_int("QLM_WGMMA_BLOCKS", 0);
+    const int64_t cap =
+        std::clamp<int64_t>(stages / min_stages, 1, max_blocks > 0 ? std::min(max_blocks, resident) : resident);
     // Stream-K units: (m-tile, group of `pair` column tiles).
     const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair), units = tiles / pair;
     const int blocks =
-        pair * static_cast<int>(aligned_grids() ? wna16_aligned_grid(units, cap, aligned_keep(875)) : cap);
+        pair *
+        static_cast<int>(aligned_grids() && max_blocks <= 0 ? wna16_aligned_grid(units, cap, aligned_keep(875)) : cap);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
