@@ -14,6 +14,7 @@
 
 #include "parallel/expect_error_all.h"
 #include "parallel/rank_processes.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 namespace qlm {
@@ -122,7 +123,9 @@ TEST(Rendezvous, ProcessesMeetThroughTheLauncher) {
   testing::TempDir tmp;
   const fs::path dir = tmp / "procs";
   constexpr int kSize = 3;
-  // The children read the rendezvous from the environment they inherit (this test is single-threaded).
+  // The children read the rendezvous from the environment they inherit (this test is single-threaded). They must run
+  // their one test whatever share of the tests this process runs (ctest's `suite` shards, tests/CMakeLists.txt).
+  const testing::ScopedEnv no_shards("GTEST_TOTAL_SHARDS", nullptr), no_shard_index("GTEST_SHARD_INDEX", nullptr);
   ::setenv("QLM_TEST_RENDEZVOUS", fmt::format("{}|{}|{}", dir.string(), 0, kSize).c_str(), 1);
   std::unique_ptr<RankProcesses> children;
   const auto argv_for = [&](int rank) {

@@ -1,11 +1,15 @@
 // The example plugin (examples/my_quant) through the whole public pipeline: load the .so,
 // config.json with quant_method "my_quant" -> resolve -> layers at TP 1 and 2 -> safetensors
 // checkpoint -> load -> forward, equal to a float64 reference.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "io/checkpoint.h"
 #include "io/json.h"
@@ -106,11 +110,29 @@ TEST(QuantPlugin, MyQuantEndToEndAtTp1And2) {
   }
 }
 
-TEST(QuantPlugin, LoadsPluginsListedInTheEnvironment) {
-  ::setenv("QLM_QUANT_PLUGINS", (std::string(":") + QLM_MY_QUANT_PLUGIN + ":").c_str(), 1);
+// QLM_QUANT_PLUGINS is read once per process, and other tests in the same process may have read it already (or loaded
+// the plugin themselves), so the check runs in a fresh child of this binary: nothing registers my_quant there before
+// load_plugins_from_env() reads the list (empty entries between the separators are skipped).
+TEST(QuantPluginChild, RegistersWhatTheEnvironmentLists) {
+  if (std::getenv("QLM_TEST_PLUGIN_ENV_CHILD") == nullptr)
+    GTEST_SKIP() << "runs only as the child of QuantPlugin.LoadsPluginsListedInTheEnvironment";
+  ASSERT_EQ(QuantRegistry::instance().find("my_quant"), nullptr) << "registered before the list was read";
   load_plugins_from_env();
-  ::unsetenv("QLM_QUANT_PLUGINS");
   EXPECT_NE(QuantRegistry::instance().find("my_quant"), nullptr);
+}
+
+TEST(QuantPlugin, LoadsPluginsListedInTheEnvironment) {
+  testing::TempDir dir;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string command = fmt::format(
+      "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX QLM_TEST_PLUGIN_ENV_CHILD=1 QLM_QUANT_PLUGINS=':{}:' '{}' "
+      "--gtest_filter=QuantPluginChild.RegistersWhatTheEnvironmentLists > '{}' 2>&1",
+      QLM_MY_QUANT_PLUGIN, self, (dir / "child.log").string());
+  const int status = std::system(command.c_str());
+  std::ifstream in(dir / "child.log");
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("[  PASSED  ] 1 test"), std::string::npos) << "the child did not run its test:\n" << log;
 }
 
 }  // namespace
