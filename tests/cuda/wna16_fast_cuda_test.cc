@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -45,6 +46,48 @@ class CudaWna16FastTest : public ::testing::Test {
     set_wna16_fixup_mode(0);
     set_wna16_wgmma_natural_x(-1);
     set_wna16_wgmma_staged_y(-1);
+    set_wna16_wgmma_head_first(-1);
+    set_wna16_wgmma_blocks(0);
+  }
+
+  // For switches that only reorder or restage the work: each spec prepared once per act dtype, then for every M and
+  // every `cases` entry (applied by `each_case` before the runs) the outputs of `setting(1)` and `setting(0)` on the
+  // same x (and bias at odd M) compared bit for bit, NaN-poisoned, with no non-finite value left. The launches read
+  // the setting, so one prepared layer runs both.
+  void expect_same_bits(
+      const std::string& what, const std::vector<Wna16Spec>& specs, const std::vector<int64_t>& Ms,
+      const std::function<void(int)>& setting, const std::vector<int>& cases = {0},
+      const std::function<void(int)>& each_case = [](int) {}) {
+    for (const auto& s : specs)
+      for (DType act : {DType::BF16, DType::F16}) {
+        const auto gen = testing::random_wna16(s);
+        auto kernel = MPKernelRegistry::instance()
+                          .find("cuda_wna16_fast")
+                          ->create(testing::wna16_config(s, act, Device::cuda(0), capability_));
+        kernel->prepare(gen.weights);
+        const Tensor bias =
+            Tensor::from_vector(testing::random_floats(s.N, s.seed + 3), {s.N}).to_device(Device::cuda(0));
+        for (int64_t M : Ms)
+          for (int c : cases) {
+            SCOPED_TRACE(
+                fmt::format("{} {} act={} M={} case={}", what, testing::wna16_spec_str(s), dtype_name(act), M, c));
+            each_case(c);
+            const Tensor x =
+                Tensor::from_vector(testing::random_floats(static_cast<size_t>(M * s.K), s.seed + 7 * M), {M, s.K})
+                    .to(act)
+                    .to_device(Device::cuda(0));
+            const auto output = [&](int on) {
+              setting(on);
+              Tensor y = testing::nan_poisoned(M, s.N, act, Device::cuda(0));
+              kernel->run(x, y, M % 2 == 1 ? &bias : nullptr);
+              return y.to_device(Device::cpu()).to_float_vector();
+            };
+            const std::vector<float> a = output(1), b = output(0);
+            ASSERT_EQ(a.size(), b.size());
+            EXPECT_EQ(testing::first_non_finite(a.data(), static_cast<int64_t>(a.size())), -1);
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+          }
+      }
   }
 
   // Runs `spec` through cuda_wna16_fast on `path` (Auto: the run-time rule) for every M.
@@ -389,35 +432,8 @@ TEST_F(CudaWna16FastTest, WgmmaStagedYIsBitIdentical) {
       {.bits = 4, .K = 520, .N = 333, .group_size = -1, .seed = 114},
   };
   set_wna16_fast_path(Wna16FastPath::Wgmma);
-  // Each launch reads the epilogue setting, so one prepared layer runs both on the same x and bias.
   const auto compare = [&](const std::string& what, const std::vector<int64_t>& Ms, const std::vector<Wna16Spec>& ss) {
-    for (const auto& s : ss)
-      for (DType act : {DType::BF16, DType::F16}) {
-        const auto gen = testing::random_wna16(s);
-        auto kernel = MPKernelRegistry::instance()
-                          .find("cuda_wna16_fast")
-                          ->create(testing::wna16_config(s, act, Device::cuda(0), capability_));
-        kernel->prepare(gen.weights);
-        const Tensor bias =
-            Tensor::from_vector(testing::random_floats(s.N, s.seed + 3), {s.N}).to_device(Device::cuda(0));
-        for (int64_t M : Ms) {
-          SCOPED_TRACE(fmt::format("{} {} act={} M={}", what, testing::wna16_spec_str(s), dtype_name(act), M));
-          const Tensor x =
-              Tensor::from_vector(testing::random_floats(static_cast<size_t>(M * s.K), s.seed + 7 * M), {M, s.K})
-                  .to(act)
-                  .to_device(Device::cuda(0));
-          const auto output = [&](int staged) {
-            set_wna16_wgmma_staged_y(staged);
-            Tensor y = testing::nan_poisoned(M, s.N, act, Device::cuda(0));
-            kernel->run(x, y, M % 2 == 1 ? &bias : nullptr);
-            return y.to_device(Device::cpu()).to_float_vector();
-          };
-          const std::vector<float> staged = output(1), direct = output(0);
-          ASSERT_EQ(staged.size(), direct.size());
-          EXPECT_EQ(testing::first_non_finite(staged.data(), static_cast<int64_t>(staged.size())), -1);
-          EXPECT_EQ(std::memcmp(staged.data(), direct.data(), staged.size() * sizeof(float)), 0);
-        }
-      }
+    expect_same_bits(what, ss, Ms, [](int staged) { set_wna16_wgmma_staged_y(staged); });
   };
   for (int tile : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
     set_wna16_wgmma_tile(tile);
@@ -434,6 +450,33 @@ TEST_F(CudaWna16FastTest, WgmmaStagedYIsBitIdentical) {
   for (int tile : {3, 5, 8, 9, 12}) {
     set_wna16_wgmma_tile(tile);
     compare(fmt::format("pairs, tile {}", tile), {5, 64, 300}, {specs[0], specs[1]});
+  }
+}
+
+// Head first (stream_k_walk.h: each block walks its split tiles' segments before its whole tiles) only reorders a
+// block's stages, so the outputs must be the same bits as in order. Grids of a few blocks (set_wna16_wgmma_blocks) make
+// every block cover two to five tiles, its share starting and ending inside tiles; pairs too.
+TEST_F(CudaWna16FastTest, WgmmaHeadFirstIsBitIdentical) {
+  if (capability_ != 90 || !wna16_wgmma_compiled()) GTEST_SKIP() << "needs sm_90 and the sm_90a kernels";
+  const std::vector<Wna16Spec> specs = {
+      {.bits = 4, .K = 1152, .N = 1000, .group_size = 128, .seed = 121},
+      {.bits = 4, .K = 1024, .N = 520, .group_size = 128, .zero_points = true, .act_order = true, .seed = 122},
+      {.bits = 4, .K = 2048, .N = 336, .group_size = 32, .zero_points = true, .seed = 123},  // the general loop
+  };
+  set_wna16_fast_path(Wna16FastPath::Wgmma);
+  const auto compare = [&](const std::string& what, const std::vector<int64_t>& Ms, const std::vector<int>& grids) {
+    expect_same_bits(
+        what, specs, Ms, [](int head_first) { set_wna16_wgmma_head_first(head_first); }, grids,
+        [](int blocks) { set_wna16_wgmma_blocks(blocks); });
+  };
+  for (int tile : {1, 6, 9, 10, 12}) {
+    set_wna16_wgmma_tile(tile);
+    compare(fmt::format("tile {}", tile), {65, 129, 300}, {3, 5, 7});
+  }
+  set_wna16_wgmma_pair(2);
+  for (int tile : {9, 12}) {
+    set_wna16_wgmma_tile(tile);
+    compare(fmt::format("pairs, tile {}", tile), {129, 300}, {3, 5});
   }
 }
 

@@ -232,23 +232,37 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer paces the
 // ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
 // kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
-template <bool kClusterWait = false, typename CopyStage>
+// kWalk: the stages in the order of stream_k_walk_first / _stage (stream_k_walk.h), from q_first to q_end, then from
+// q_begin to q_first, as the consumers walk them; without it (q_first unused) in order.
+template <bool kClusterWait = false, bool kWalk = false, typename CopyStage>
 __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, int64_t per_tile, int ks, int tpg,
                                                int stages, uint32_t empty0, CopyStage&& copy_stage, int part = 0,
-                                               int parts = 1) {
+                                               int parts = 1, int64_t q_first = 0) {
   parts = ring_producer_warps(parts, stages);
   if (part >= parts) return;
-  StageCursor at(q_begin, per_tile, ks, tpg), first(q_begin, per_tile, ks, tpg);
+  // Walk position i's cursor from position i - 1's: the next stage, or q_begin after q_end - 1 (kWalk). Without kWalk
+  // the code is the in-order walk's as it was (the stream kernel's machine code unchanged).
+  const int64_t start = kWalk ? q_first : q_begin, wrap = kWalk ? q_end - q_first : 0;
+  const auto advance = [&](StageCursor& c, int64_t i) {
+    if constexpr (kWalk) {
+      if (i == wrap) {
+        c = StageCursor(q_begin, per_tile, ks, tpg);
+        return;
+      }
+    }
+    c.next(per_tile, ks, tpg);
+  };
+  StageCursor at(start, per_tile, ks, tpg), first(start, per_tile, ks, tpg);
   const int64_t pre = q_end - q_begin < stages ? q_end - q_begin : stages;
   // The prologue's stage i is slot i: this warp's are part, part + parts, ...
-  for (int i = 0; i < pre; ++i, at.next(per_tile, ks, tpg))
+  for (int i = 0; i < pre; ++i, advance(at, i))
     if (ring_slot_producer(i, parts) == part) copy_stage(at, i, true, false);
   wait_for_predecessor();
-  for (int i = 0; i < pre; ++i, first.next(per_tile, ks, tpg))
+  for (int i = 0; i < pre; ++i, advance(first, i))
     if (ring_slot_producer(i, parts) == part) copy_stage(first, i, false, true);
   int slot = 0, owner = 0;  // owner == ring_slot_producer(slot, parts), counted
-  uint32_t phase = 1;       // stage q_begin + pre reuses slot 0 (pre == stages when it exists)
-  for (int64_t q = q_begin + pre; q < q_end; ++q) {
+  uint32_t phase = 1;       // walk position pre reuses slot 0 (pre == stages when it exists)
+  for (int64_t q = q_begin + pre; q < q_end; ++q) {  // q - q_begin: the walk position
     if (owner == part) {
       if constexpr (kClusterWait)
         mbar_wait_cluster(empty0 + 8 * slot, phase ^ 1u);
@@ -260,7 +274,7 @@ __device__ __forceinline__ void produce_stages(int64_t q_begin, int64_t q_end, i
       slot = 0, owner = 0, phase ^= 1u;
     else if (++owner == parts)
       owner = 0;
-    at.next(per_tile, ks, tpg);
+    advance(at, q + 1 - q_begin);
   }
 }
 

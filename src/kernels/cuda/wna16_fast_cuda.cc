@@ -98,6 +98,8 @@ std::atomic<int> g_stream_producers{0};   // set_wna16_stream_producers
 std::atomic<int> g_fixup_mode{0};         // set_wna16_fixup_mode
 std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
 std::atomic<int> g_wgmma_staged_y{-1};    // set_wna16_wgmma_staged_y
+std::atomic<int> g_wgmma_head_first{-1};  // set_wna16_wgmma_head_first
+std::atomic<int> g_wgmma_blocks{0};       // set_wna16_wgmma_blocks
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -133,6 +135,18 @@ void set_wna16_wgmma_staged_y(int mode) { g_wgmma_staged_y.store(mode); }
 bool wna16_wgmma_staged_y() {
   static const bool env = env_switch_on("QLM_WGMMA_STAGED_Y");
   const int mode = g_wgmma_staged_y.load();
+  return mode < 0 ? env : mode != 0;
+}
+void set_wna16_wgmma_blocks(int blocks) { g_wgmma_blocks.store(blocks); }
+int64_t wna16_wgmma_max_blocks() {
+  static const int64_t env = env_int("QLM_WGMMA_BLOCKS", 0);
+  return wna16_setting(g_wgmma_blocks.load(), env, 0);
+}
+void set_wna16_wgmma_head_first(int mode) { g_wgmma_head_first.store(mode); }
+bool wna16_wgmma_head_first() {
+  // Off until measured on a GPU (written in session 60 without one; docs/w4a16-kernel-notes.md, v7z).
+  static const bool env = env_int("QLM_WGMMA_HEAD_FIRST", 0) != 0;
+  const int mode = g_wgmma_head_first.load();
   return mode < 0 ? env : mode != 0;
 }
 // Measured on the H200 (v7n, session 34), µs, x permuted / natural, as two builds: 8b.qkv M = 33 / 64 / 128 23.7 /
@@ -355,7 +369,7 @@ int64_t wna16_wgmma_tile_count(const Wna16FastArgs&, int64_t, int, int) { return
 int64_t wna16_wgmma_max_segments(const Wna16FastArgs&, int64_t, int, int, int) { return 0; }
 int wna16_wgmma_max_clusters(const Wna16FastArgs&, int, int) { return 0; }
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs&, const void*, int64_t, int64_t, int, int, int, int, float*,
-                                    unsigned*, bool, bool, bool, const float*, void*, bool, cudaStream_t) {
+                                    unsigned*, bool, bool, bool, bool, const float*, void*, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 }  // namespace cuda
@@ -633,9 +647,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t stages = cuda::wna16_wgmma_stage_count(a_, M, tile, pair);
     const int64_t resident =
         pair > 1 ? max_clusters : int64_t{std::max(1, ctx.sm_count)} * t.per_sm;  // clusters (blocks) at once
-    // QLM_WGMMA_BLOCKS=n (tuning): at most n blocks (clusters), used as given (no aligned grid), to measure how the
-    // stream-K split of the tiles over the grid costs (e.g. 320 tiles on 132, 128 or 107 blocks).
-    static const int64_t max_blocks = env_int("QLM_WGMMA_BLOCKS", 0);
+    const int64_t max_blocks = wna16_wgmma_max_blocks();
     const int64_t cap =
         std::clamp<int64_t>(stages / min_stages, 1, max_blocks > 0 ? std::min(max_blocks, resident) : resident);
     // Stream-K units: (m-tile, group of `pair` column tiles).
@@ -649,7 +661,8 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const bool staged_y = wna16_wgmma_staged_y() && cuda::wna16_wgmma_can_stage_y(a_, y.raw_data());
     QLM_CUDA_CHECK(cuda::launch_wna16_wgmma_gemm(a_, xk, ldx, M, tile, blocks, pair, cuda::wna16_wgmma_producers(),
                                                  ws.data<float>(), counters_for(tiles), cuda::wna16_fixup_mode() == 2,
-                                                 natural, staged_y, b, y.raw_data(), gemm_pdl, ctx.stream));
+                                                 natural, staged_y, wna16_wgmma_head_first(), b, y.raw_data(), gemm_pdl,
+                                                 ctx.stream));
   }
 
   bool wgmma_usable(int64_t M) const {

@@ -241,6 +241,19 @@ void set_wna16_wgmma_natural_x(int mode);
 // (-1: back to it).
 bool wna16_wgmma_staged_y();
 void set_wna16_wgmma_staged_y(int mode);
+// Whether each block of the wgmma kernel's stream-K grid walks the segments of its split tiles before its whole tiles
+// (kernels/cuda/stream_k_walk.h): their fix-ups then read partial sums written moments before, and the blocks end on
+// whole tiles instead of all summing partials at the end. The same bits either way. QLM_WGMMA_HEAD_FIRST=1 turns it on
+// (off by default until measured); set_wna16_wgmma_head_first (0 / 1) overrides the environment for tests (-1: back
+// to it).
+bool wna16_wgmma_head_first();
+void set_wna16_wgmma_head_first(int mode);
+// A cap on the wgmma kernel's grid, in clusters (tuning: QLM_WGMMA_BLOCKS=n, used as given, no aligned grid), to
+// measure what the stream-K split of the tiles over the grid costs (e.g. 320 tiles on 132, 128 or 110 blocks) and for
+// tests that need blocks covering several tiles on small layers; 0: none. set_wna16_wgmma_blocks overrides the
+// environment for tests (0: back to it).
+int64_t wna16_wgmma_max_blocks();
+void set_wna16_wgmma_blocks(int blocks);
 namespace cuda {
 int wna16_fixup_mode();
 }  // namespace cuda

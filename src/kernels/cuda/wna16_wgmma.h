@@ -84,10 +84,12 @@ inline bool wna16_wgmma_can_stage_y(const Wna16FastArgs& w, const void* y) {
 // acq_rel_fixup: split tiles counted by one thread's acq_rel atomic instead of fences in every thread
 // (wna16_fixup_mode). staged_y: each tile's y written through a ring slot in 16-byte pieces (wna16_wgmma_staged_y;
 // only where wna16_wgmma_can_stage_y, else cudaErrorInvalidValue), else 2 bytes at a time from the accumulators.
+// head_first: each block walks the segments of its split tiles before its whole tiles (stream_k_walk.h;
+// wna16_wgmma_head_first); the same bits either way.
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
-                                    bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,
-                                    cudaStream_t stream);
+                                    bool natural_k, bool staged_y, bool head_first, const float* bias, void* y,
+                                    bool pdl, cudaStream_t stream);
 // The cap on the wgmma kernel's ring depth for a tile of `tokens` x `columns` (stages of 8 k-tiles; the kernel's own
 // maximum is 8, fewer where shared memory holds fewer): QLM_WGMMA_MAX_STAGES=n (2-8, tuning) on every tile, else
 // wna16_wgmma_default_stages(tokens, columns).

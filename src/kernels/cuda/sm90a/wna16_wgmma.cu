@@ -126,8 +126,8 @@ int wna16_wgmma_max_clusters(const Wna16FastArgs& w, int tile, int pair) {
 
 cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64_t ldx, int64_t M, int tile, int blocks,
                                     int pair, int producers, float* ws, unsigned* counters, bool acq_rel_fixup,
-                                    bool natural_k, bool staged_y, const float* bias, void* y, bool pdl,
-                                    cudaStream_t stream) {
+                                    bool natural_k, bool staged_y, bool head_first, const float* bias, void* y,
+                                    bool pdl, cudaStream_t stream) {
   if (w.bits != 4 || (pair != 1 && pair != 2) || blocks % pair != 0 || producers < 1) return cudaErrorInvalidValue;
   if (staged_y && !wna16_wgmma_can_stage_y(w, y)) return cudaErrorInvalidValue;
   const WgmmaCall c{.w = &w,
@@ -143,6 +143,7 @@ cudaError_t launch_wna16_wgmma_gemm(const Wna16FastArgs& w, const void* x, int64
                     .acq_rel_fixup = acq_rel_fixup,
                     .natural_k = natural_k,
                     .staged_y = staged_y,
+                    .head_first = head_first,
                     .bias = bias,
                     .y = y,
                     .pdl = pdl,

@@ -40,6 +40,7 @@
 #include "kernels/cuda/bulk_pipeline.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/sm90a/wna16_wgmma_tiles.h"
+#include "kernels/cuda/stream_k_walk.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wna16_fast_device.cuh"
 #include "kernels/cuda/wna16_k_order.h"
@@ -199,8 +200,8 @@ template <bool BF16, int TN, int BPW, int PER_SM, int PW, int CW, bool ZP, bool 
 __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const Wna16FastArgs w, int M, int stages, int stage_bytes,
                  int par_bytes, int64_t max_segments, int pair, int producers, float* __restrict__ ws,
-                 unsigned* __restrict__ counters, bool acq_rel_fixup, bool staged_y, const float* __restrict__ bias,
-                 uint16_t* __restrict__ y) {
+                 unsigned* __restrict__ counters, bool acq_rel_fixup, bool staged_y, bool head_first,
+                 const float* __restrict__ bias, uint16_t* __restrict__ y) {
   static_assert(OG || !NK, "x in its own k order: the one-group loop only");
   using namespace bulk;
   using S = WgShape<TN, BPW, CW>;
@@ -224,6 +225,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   const int64_t n_groups = (n_tiles + pair - 1) / pair;
   const int64_t T = m_tiles * n_groups * per_tile, G = gridDim.x / pair, unit = blockIdx.x / pair;
   const int64_t q_begin = unit * T / G, q_end = (unit + 1) * T / G;
+  // The block walks [q_first, q_end), then [q_begin, q_first): its split tiles' segments first where head_first
+  // (stream_k_walk.h), producer and consumers alike.
+  const int64_t q_first = stream_k_walk_first(q_begin, q_end, per_tile, head_first);
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t sbase = (raw + kAlign - 1) & ~uint32_t{kAlign - 1};
   unsigned char* const smem = smem_raw + (sbase - raw);
@@ -295,7 +299,7 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       }
     };
     // The first ring's weights before the wait for the previous kernel, which writes x; their token tiles after.
-    produce_stages<true>(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage, part, parts);
+    produce_stages<true, true>(q_begin, q_end, per_tile, kKS, tpg, stages, empty0, copy_stage, part, parts, q_first);
     return;
   }
   // The consumers write y, the partial sums and the counters, which the previous kernel may still use.
@@ -316,7 +320,10 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
   const uint32_t kOnes[4] = {ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>(), ones_pair<BF16>()};
   int slot = 0;
   uint32_t phase = 0;
-  int64_t q = q_begin;
+  // The walk's current piece: [q_first, q_end), then [q_begin, q_first) (recomputed there: fewer values live in the
+  // loop, whose registers are all taken).
+  int64_t q = q_first, q_stop = q_end;
+  bool second_piece = false;
   // A stage's slot released: to this block's producer and, in pairs, the peer's (its copies land here too).
   const auto release = [&](int s) {
     __syncwarp();
@@ -325,9 +332,9 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
       if (pair > 1) mbar_arrive_peer(empty0 + 8 * s, rank ^ 1u);
     }
   };
-  while (q < q_end) {
+  while (q < q_stop) {
     const int64_t unit_tile = q / per_tile, j0 = q % per_tile;
-    const int64_t j1 = min(per_tile, j0 + (q_end - q));
+    const int64_t j1 = min(per_tile, j0 + (q_stop - q));
     const int64_t mi = unit_tile / n_groups, nt = unit_tile % n_groups * pair + rank;
     const int64_t tile = unit_tile * pair + rank;  // this block's tile: its counter and partial slots
     const int64_t nb0 = nt * kWN, m0 = mi * TN;
@@ -672,6 +679,12 @@ __global__ void __launch_bounds__(block_threads<PW, CW>(), PER_SM)
     if (staged_y) release(held);
     consumer_sync<kConsumers>();  // last_segment is reused by the next segment
     q += j1 - j0;
+    if (q == q_stop && !second_piece) {
+      second_piece = true;
+      const int64_t begin = unit * T / G;
+      q_stop = stream_k_walk_first(begin, q, per_tile, head_first);
+      q = begin;
+    }
   }
   // In pairs: the peer's consumers may still arrive on this block's empty barriers.
   if (pair > 1) cluster_sync();
@@ -785,7 +798,7 @@ struct LaunchF {
         c.pdl, static_cast<unsigned>(c.pair), wgmma_kernel<H, TN, BPW, PER_SM, PW, CW, Z, LATE, OG, NK>, dim3(c.blocks),
         dim3(block_threads<PW, CW>()), p.smem, c.stream, xmap, w, static_cast<int>(c.M), p.stages, p.stage_bytes,
         p.par_bytes, wna16_wgmma_max_segments(w, c.M, c.tile, c.blocks, c.pair), c.pair, c.producers, c.ws, c.counters,
-        c.acq_rel_fixup, c.staged_y, c.bias, static_cast<uint16_t*>(c.y));
+        c.acq_rel_fixup, c.staged_y, c.head_first, c.bias, static_cast<uint16_t*>(c.y));
     return e != cudaSuccess ? e : cudaGetLastError();
   }
 };

@@ -22,6 +22,7 @@ struct WgmmaCall {
   bool acq_rel_fixup;  // bulk::arrive_tile_counter_acq_rel instead of fences (wna16_fixup_mode)
   bool natural_k;      // x in its own k order, the code words exchanged to it (one-group loop only; wna16_wgmma.h)
   bool staged_y;       // y through a ring slot in 16-byte pieces (wna16_wgmma.h)
+  bool head_first;     // each block walks its split tiles' segments first (stream_k_walk.h)
   const float* bias;
   void* y;
   bool pdl;
