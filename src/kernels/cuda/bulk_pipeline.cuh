@@ -226,8 +226,8 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // empty0 + 8 * slot): copy_stage(cursor, slot, weights, x) issues one stage's copies, the weights with the stage's
 // expect_tx (which counts the activations' bytes too) and / or its activations. The first ring's weights go out
 // before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
-// activations; their activations after. Stage q_begin + i takes slot i % stages and phase (i / stages) & 1, as the
-// consumers count. With `parts` producer warps, warp `part` issues the stages of the slots it owns
+// activations; their activations after. The stage at walk position i (q_begin + i in order) takes slot i % stages and
+// phase (i / stages) & 1, as the consumers count. With `parts` producer warps, warp `part` issues the stages of the slots it owns
 // (ring_slot_producer: slot % parts, at most one warp per slot, ring_producer_warps), each walking the cursor over
 // all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer paces the
 // ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
