@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 
 #include "io/checkpoint.h"
@@ -18,6 +17,7 @@
 #include "quant/quantization_config.h"
 #include "support/expect_error.h"
 #include "support/quantize_ref.h"
+#include "support/run_qlm.h"
 #include "support/temp_dir.h"
 #include "support/tiny_llama.h"
 
@@ -124,15 +124,14 @@ TEST(QuantPluginChild, RegistersWhatTheEnvironmentLists) {
 TEST(QuantPlugin, LoadsPluginsListedInTheEnvironment) {
   testing::TempDir dir;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string command = fmt::format(
-      "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX QLM_TEST_PLUGIN_ENV_CHILD=1 QLM_QUANT_PLUGINS=':{}:' '{}' "
-      "--gtest_filter=QuantPluginChild.RegistersWhatTheEnvironmentLists > '{}' 2>&1",
-      QLM_MY_QUANT_PLUGIN, self, (dir / "child.log").string());
-  const int status = std::system(command.c_str());
-  std::ifstream in(dir / "child.log");
-  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << log;
-  EXPECT_NE(log.find("[  PASSED  ] 1 test"), std::string::npos) << "the child did not run its test:\n" << log;
+  const testing::QlmRun child = testing::run_command(
+      fmt::format("env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX QLM_TEST_PLUGIN_ENV_CHILD=1 QLM_QUANT_PLUGINS=':{}:' "
+                  "'{}' --gtest_filter=QuantPluginChild.RegistersWhatTheEnvironmentLists",
+                  QLM_MY_QUANT_PLUGIN, self),
+      dir);
+  EXPECT_EQ(child.status, 0) << child.out << child.err;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << "the child did not run its test:\n"
+                                                                      << child.out << child.err;
 }
 
 }  // namespace

@@ -11,11 +11,10 @@ namespace qlm::testing {
 
 std::filesystem::path qlm_binary() { return std::filesystem::path(QLM_BINARY_DIR) / "qlm"; }
 
-QlmRun run_qlm(const std::string& args, const TempDir& scratch) {
+QlmRun run_command(const std::string& command, const TempDir& scratch) {
   const std::filesystem::path err_file = scratch / "stderr.txt";
-  const std::string command = "'" + qlm_binary().string() + "' " + args + " 2>'" + err_file.string() + "'";
   QlmRun result;
-  FILE* pipe = ::popen(command.c_str(), "r");
+  FILE* pipe = ::popen((command + " 2>'" + err_file.string() + "'").c_str(), "r");
   if (!pipe) return result;
   std::array<char, 4096> buffer;
   size_t n;
@@ -27,6 +26,10 @@ QlmRun run_qlm(const std::string& args, const TempDir& scratch) {
   ss << in.rdbuf();
   result.err = ss.str();
   return result;
+}
+
+QlmRun run_qlm(const std::string& args, const TempDir& scratch) {
+  return run_command("'" + qlm_binary().string() + "' " + args, scratch);
 }
 
 QlmRun run_qlm(const std::string& args) {

@@ -18,6 +18,8 @@ struct QlmRun {
 
 // Path of the qlm binary of this build.
 std::filesystem::path qlm_binary();
+// Runs a /bin/sh command line: its exit status, stdout, and stderr (through a file in `scratch`).
+QlmRun run_command(const std::string& command, const TempDir& scratch);
 // `args` is pasted after the binary into a /bin/sh command line (quote paths yourself); stderr
 // goes through a file in `scratch`.
 QlmRun run_qlm(const std::string& args, const TempDir& scratch);

@@ -227,10 +227,10 @@ __device__ __forceinline__ void load_group_params(int lane, int ng, int64_t g_lo
 // expect_tx (which counts the activations' bytes too) and / or its activations. The first ring's weights go out
 // before waiting for the previous kernel (programmatic dependent launch: a no-op without it), which may write the
 // activations; their activations after. The stage at walk position i (q_begin + i in order) takes slot i % stages and
-// phase (i / stages) & 1, as the consumers count. With `parts` producer warps, warp `part` issues the stages of the slots it owns
-// (ring_slot_producer: slot % parts, at most one warp per slot, ring_producer_warps), each walking the cursor over
-// all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer paces the
-// ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
+// phase (i / stages) & 1, as the consumers count. With `parts` producer warps, warp `part` issues the stages of the
+// slots it owns (ring_slot_producer: slot % parts, at most one warp per slot, ring_producer_warps), each walking the
+// cursor over all stages: one warp's issue latency per stage (the per-lane copies run one after another) no longer
+// paces the ring, and every slot keeps one producer, which the parity waits need (ring_schedule.h).
 // kClusterWait: the empty barriers also count arrivals from another block of the cluster (mbar_arrive_peer).
 // kWalk: the stages in the order of stream_k_walk_first / _stage (stream_k_walk.h), from q_first to q_end, then from
 // q_begin to q_first, as the consumers walk them; without it (q_first unused) in order.
