@@ -32,31 +32,10 @@ namespace {
 
 constexpr const char* kName = "cuda_scaled_mm_fp8_fast";
 
-struct Fp8Variant {
-  WeightScaleKind ws;
-  ActScheme act;
-};
+using Fp8Variant = testing::W8A8Variant;
 
 ScaledMMConfig fp8_config(const Fp8Variant& v, int64_t N, int64_t K, DType act, Device device, int capability) {
-  ScaledMMConfig c;
-  c.K_p = K;
-  c.N_p = N;
-  c.weight_type = W8Type::Fp8E4M3;
-  c.weight_scale = v.ws;
-  c.act = v.act;
-  c.act_dtype = act;
-  c.device = device;
-  c.capability = capability;
-  return c;
-}
-
-const std::vector<Fp8Variant>& fp8_variants() {
-  static const std::vector<Fp8Variant> v = {
-      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
-      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
-      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
-  };
-  return v;
+  return testing::w8a8_variant_config(W8Type::Fp8E4M3, v, N, K, act, device, capability);
 }
 
 // ---- helpers and tests that run kernels (a CUDA build) ----
@@ -65,8 +44,6 @@ const std::vector<Fp8Variant>& fp8_variants() {
 ScaledMMWeights fp8_weights(const Fp8Variant& v, int64_t N, int64_t K, uint64_t seed) {
   return testing::random_scaled_mm_weights({.type = W8Type::Fp8E4M3, .ws = v.ws}, N, K, seed);
 }
-
-double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
 // The kernel prepared with QLM_FP8_FAST_MAX_M = max_m and QLM_FP8_CUTLASS_CONFIG = config (empty:
 // unset, the default rule).
@@ -78,41 +55,10 @@ std::unique_ptr<ScaledMMKernel> make_kernel(const ScaledMMConfig& c, const Scale
   return testing::make_scaled_mm_kernel(kName, c, w, env);
 }
 
-// With QLM_TEST_TRACE set, each kernel run is printed (and flushed) before it starts: the last line names the
-// run that hangs when the GPU check's time limit kills the test.
-void trace_run(const std::string& what) {
-  static const bool on = std::getenv("QLM_TEST_TRACE") != nullptr;
-  if (!on) return;
-  std::fprintf(stderr, "run %s\n", what.c_str());
-  std::fflush(stderr);
-}
-
 void check_shape(const Fp8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
                  const std::vector<int64_t>& Ms) {
-  for (DType act : dtypes) {
-    const ScaledMMConfig c = fp8_config(v, N, K, act, Device::cuda(0), cuda_capability(0));
-    ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
-    const ScaledMMWeights w = fp8_weights(v, N, K, 3 + N + K);
-    std::vector<float> bias(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
-    std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
-    kernels.emplace_back("streaming", make_kernel(c, w, "100000"));  // the streaming kernel at every M
-    kernels.emplace_back("rule", make_kernel(c, w, ""));             // the default rule
-    for (const std::string& p : testing::w8a8_cutlass_paths(c)) kernels.emplace_back(p, make_kernel(c, w, "", p));
-    for (int64_t M : Ms) {
-      const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 7 * M + K);
-      const bool with_bias = M % 2 == 1;
-      const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
-      for (const auto& [path, k] : kernels) {
-        if (path != "streaming" && M <= 16) continue;  // the streaming kernel's path
-        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, path);
-        trace_run(what);
-        const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
-        ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
-        EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
-      }
-    }
-  }
+  testing::check_w8a8_streaming_kernel(kName, "QLM_FP8", W8Type::Fp8E4M3, v, N, K, dtypes, Ms, /*weight_seed=*/3,
+                                       /*act_seed_mul=*/7);
 }
 
 class CudaScaledMMFp8FastTest : public ::testing::TestWithParam<Fp8Variant> {};
@@ -126,9 +72,8 @@ TEST_P(CudaScaledMMFp8FastTest, MatchesCpuRef) {
   check_shape(GetParam(), 272, 1280, {DType::BF16, DType::F16}, Ms);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMFp8FastTest, ::testing::ValuesIn(fp8_variants()), [](const auto& info) {
-  return fmt::format("{}_{}", weight_scale_kind_name(info.param.ws), act_scheme_name(info.param.act));
-});
+INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMFp8FastTest, ::testing::ValuesIn(testing::w8a8_variants()),
+                         [](const auto& info) { return testing::w8a8_variant_name(info.param); });
 
 // Llama-sized K: long FP8 accumulations, K split across many blocks.
 TEST(CudaScaledMMFp8FastLarge, LongReductions) {
@@ -162,12 +107,12 @@ TEST(CudaScaledMMFp8FastLarge, PromotionIntervals) {
       const auto k = make_kernel(c, w, "", config);
       for (size_t mi = 0; mi < Ms.size(); ++mi) {
         const int64_t M = Ms[mi];
-        trace_run(fmt::format("promotion {} {} M={}", interval, config, M));
+        testing::trace_test_run(fmt::format("promotion {} {} M={}", interval, config, M));
         const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, xs[mi], M, nullptr);
         const double err = testing::mean_relative_error(got, wants[mi]);
         std::printf("fp8 promotion %s %s M=%lld rel_mean_error %.3e\n", interval, config.c_str(),
                     static_cast<long long>(M), err);
-        EXPECT_LE(err, tolerance(DType::BF16)) << config << " promotion " << interval << " M=" << M;
+        EXPECT_LE(err, testing::w8a8_tolerance(DType::BF16)) << config << " promotion " << interval << " M=" << M;
       }
     }
   }
@@ -260,7 +205,7 @@ TEST(CudaScaledMMFp8FastRegistry, CanImplementGivesReasons) {
   ASSERT_TRUE(e != nullptr);
   EXPECT_EQ(e->device, DeviceType::CUDA);
   EXPECT_EQ(e->backend, "cuda");
-  for (const Fp8Variant& v : fp8_variants())
+  for (const Fp8Variant& v : testing::w8a8_variants())
     for (DType act : {DType::BF16, DType::F16, DType::F32})
       EXPECT_FALSE(e->can_implement(fp8_config(v, 4096, 14336, act, Device::cuda(0), 90)).has_value());
   const Fp8Variant tok{WeightScaleKind::Channel, ActScheme::DynamicToken};
@@ -295,7 +240,7 @@ TEST(CudaScaledMMFp8FastRegistry, SelectedFirstLtNext) {
     return reg.select(fp8_config(v, N, K, DType::BF16, Device::cuda(0), 90), DeviceType::CUDA, "auto", "scaled-mm", "L")
         .second.chosen;
   };
-  for (const Fp8Variant& v : fp8_variants()) {
+  for (const Fp8Variant& v : testing::w8a8_variants()) {
     EXPECT_EQ(chosen(v, 6144, 4096), kName);
     EXPECT_EQ(chosen(v, 4096, 14336), kName);
     EXPECT_EQ(chosen(v, 4096, 4096 + 16), "cuda_scaled_mm_fp8_lt");  // K not a multiple of 256

@@ -28,74 +28,18 @@ namespace {
 
 constexpr const char* kName = "cuda_scaled_mm_int8_fast";
 
-struct Int8Variant {
-  WeightScaleKind ws;
-  ActScheme act;
-};
+using Int8Variant = testing::W8A8Variant;
 
 ScaledMMConfig int8_config(const Int8Variant& v, int64_t N, int64_t K, DType act, Device device, int capability) {
-  ScaledMMConfig c;
-  c.K_p = K;
-  c.N_p = N;
-  c.weight_type = W8Type::Int8;
-  c.weight_scale = v.ws;
-  c.act = v.act;
-  c.act_symmetric = true;
-  c.act_dtype = act;
-  c.device = device;
-  c.capability = capability;
-  return c;
-}
-
-const std::vector<Int8Variant>& int8_variants() {
-  static const std::vector<Int8Variant> v = {
-      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
-      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
-      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
-  };
-  return v;
+  return testing::w8a8_variant_config(W8Type::Int8, v, N, K, act, device, capability);
 }
 
 #ifdef QLM_WITH_CUDA
 
-ScaledMMWeights int8_weights(const Int8Variant& v, int64_t N, int64_t K, uint64_t seed) {
-  return testing::random_scaled_mm_weights({.type = W8Type::Int8, .ws = v.ws}, N, K, seed);
-}
-
-// The W8A8 bound of the CUDA issue (relative mean error <= 2e-3 with BF16 activations).
-double tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
-
-std::vector<float> test_bias(int64_t N) {
-  std::vector<float> bias(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
-  return bias;
-}
-
 void check_shape(const Int8Variant& v, int64_t N, int64_t K, const std::vector<DType>& dtypes,
                  const std::vector<int64_t>& Ms) {
-  for (DType act : dtypes) {
-    const ScaledMMConfig c = int8_config(v, N, K, act, Device::cuda(0), cuda_capability(0));
-    ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kName)->can_implement(c).has_value()) << c.describe();
-    const ScaledMMWeights w = int8_weights(v, N, K, 5 + N + K);
-    const std::vector<float> bias = test_bias(N);
-    std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
-    kernels.emplace_back("streaming", testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_FAST_MAX_M", "100000"}}));
-    kernels.emplace_back("rule", testing::make_scaled_mm_kernel(kName, c, w));
-    for (const std::string& p : testing::w8a8_cutlass_paths(c))
-      kernels.emplace_back(p, testing::make_scaled_mm_kernel(kName, c, w, {{"QLM_INT8_CUTLASS_CONFIG", p}}));
-    for (int64_t M : Ms) {
-      const std::vector<float> x = testing::scaled_mm_test_acts(M, K, act, 3 * M + K);
-      const bool with_bias = M % 2 == 1;
-      const std::vector<float> want = testing::scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
-      for (const auto& [name, k] : kernels) {
-        if (name != "streaming" && M <= 16) continue;  // the streaming kernel's path either way
-        const std::string what = fmt::format("{} M={} bias={} path={}", c.describe(), M, with_bias, k->path(M));
-        const std::vector<float> got = testing::run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
-        ASSERT_EQ(testing::first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
-        EXPECT_LE(testing::mean_relative_error(got, want), tolerance(act)) << what;
-      }
-    }
-  }
+  testing::check_w8a8_streaming_kernel(kName, "QLM_INT8", W8Type::Int8, v, N, K, dtypes, Ms, /*weight_seed=*/5,
+                                       /*act_seed_mul=*/3);
 }
 
 class CudaScaledMMInt8FastTest : public ::testing::TestWithParam<Int8Variant> {};
@@ -109,9 +53,8 @@ TEST_P(CudaScaledMMInt8FastTest, MatchesCpuRef) {
   check_shape(GetParam(), 272, 1280, {DType::BF16, DType::F16}, Ms);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMInt8FastTest, ::testing::ValuesIn(int8_variants()), [](const auto& info) {
-  return fmt::format("{}_{}", weight_scale_kind_name(info.param.ws), act_scheme_name(info.param.act));
-});
+INSTANTIATE_TEST_SUITE_P(All, CudaScaledMMInt8FastTest, ::testing::ValuesIn(testing::w8a8_variants()),
+                         [](const auto& info) { return testing::w8a8_variant_name(info.param); });
 
 // Llama-sized K: long int32 accumulations, K split across many blocks.
 TEST(CudaScaledMMInt8FastLarge, LongReductions) {
@@ -183,7 +126,7 @@ TEST(CudaScaledMMInt8FastRegistry, CanImplementGivesReasons) {
   const auto* e = ScaledMMKernelRegistry::instance().find(kName);
   ASSERT_TRUE(e != nullptr);
   EXPECT_EQ(e->device, DeviceType::CUDA);
-  for (const Int8Variant& v : int8_variants())
+  for (const Int8Variant& v : testing::w8a8_variants())
     for (DType act : {DType::BF16, DType::F16, DType::F32})
       EXPECT_FALSE(e->can_implement(int8_config(v, 4096, 14336, act, Device::cuda(0), 80)).has_value());
   const Int8Variant tok{WeightScaleKind::Channel, ActScheme::DynamicToken};

@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <random>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/float_convert.h"
 #include "cuda/device.h"
@@ -23,6 +27,43 @@
 #endif
 
 namespace qlm::testing {
+
+const std::vector<W8A8Variant>& w8a8_variants() {
+  static const std::vector<W8A8Variant> v = {
+      {WeightScaleKind::Tensor, ActScheme::DynamicToken},  {WeightScaleKind::Channel, ActScheme::DynamicToken},
+      {WeightScaleKind::Tensor, ActScheme::StaticTensor},  {WeightScaleKind::Channel, ActScheme::StaticTensor},
+      {WeightScaleKind::Tensor, ActScheme::DynamicTensor}, {WeightScaleKind::Channel, ActScheme::DynamicTensor},
+  };
+  return v;
+}
+
+std::string w8a8_variant_name(const W8A8Variant& v) {
+  return fmt::format("{}_{}", weight_scale_kind_name(v.ws), act_scheme_name(v.act));
+}
+
+ScaledMMConfig w8a8_variant_config(W8Type type, const W8A8Variant& v, int64_t N, int64_t K, DType act, Device device,
+                                   int capability) {
+  ScaledMMConfig c;
+  c.K_p = K;
+  c.N_p = N;
+  c.weight_type = type;
+  c.weight_scale = v.ws;
+  c.act = v.act;
+  c.act_symmetric = true;
+  c.act_dtype = act;
+  c.device = device;
+  c.capability = capability;
+  return c;
+}
+
+void trace_test_run(const std::string& what) {
+  static const bool on = std::getenv("QLM_TEST_TRACE") != nullptr;
+  if (!on) return;
+  std::fprintf(stderr, "run %s\n", what.c_str());
+  std::fflush(stderr);
+}
+
+double w8a8_tolerance(DType act) { return act == DType::BF16 ? 2e-3 : 1e-3; }
 
 ScaledMMWeights random_scaled_mm_weights(const ScaledMMWeightSpec& s, int64_t N, int64_t K, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -140,6 +181,38 @@ std::vector<std::string> w8a8_cutlass_paths(const ScaledMMConfig& c) {
     for (int i = 0; i < static_cast<int>(cuda::Fp8CutlassConfig::kCount); ++i)
       paths.push_back(cuda::fp8_cutlass_config_name(static_cast<cuda::Fp8CutlassConfig>(i)));
   return paths;
+}
+
+void check_w8a8_streaming_kernel(const char* kernel, const std::string& env_prefix, W8Type type, const W8A8Variant& v,
+                                 int64_t N, int64_t K, const std::vector<DType>& dtypes, const std::vector<int64_t>& Ms,
+                                 uint64_t weight_seed, uint64_t act_seed_mul) {
+  for (DType act : dtypes) {
+    const ScaledMMConfig c = w8a8_variant_config(type, v, N, K, act, Device::cuda(0), cuda_capability(0));
+    ASSERT_FALSE(ScaledMMKernelRegistry::instance().find(kernel)->can_implement(c).has_value()) << c.describe();
+    const ScaledMMWeights w = random_scaled_mm_weights({.type = type, .ws = v.ws}, N, K, weight_seed + N + K);
+    std::vector<float> bias(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) bias[static_cast<size_t>(n)] = 0.05f * static_cast<float>(n % 7) - 0.1f;
+    std::vector<std::pair<std::string, std::unique_ptr<ScaledMMKernel>>> kernels;
+    // The streaming kernel at every M, the default rule, and each large-M path forced.
+    kernels.emplace_back("streaming", make_scaled_mm_kernel(kernel, c, w, {{env_prefix + "_FAST_MAX_M", "100000"}}));
+    kernels.emplace_back("rule", make_scaled_mm_kernel(kernel, c, w));
+    for (const std::string& p : w8a8_cutlass_paths(c))
+      kernels.emplace_back(p, make_scaled_mm_kernel(kernel, c, w, {{env_prefix + "_CUTLASS_CONFIG", p}}));
+    for (int64_t M : Ms) {
+      const std::vector<float> x = scaled_mm_test_acts(M, K, act, act_seed_mul * static_cast<uint64_t>(M) + K);
+      const bool with_bias = M % 2 == 1;
+      const std::vector<float> want = scaled_mm_cpu_ref(c, w, x, M, with_bias ? &bias : nullptr);
+      for (const auto& [name, k] : kernels) {
+        if (name != "streaming" && M <= 16) continue;  // the streaming kernel's path either way
+        const std::string what =
+            fmt::format("{} M={} bias={} {} (path {})", c.describe(), M, with_bias, name, k->path(M));
+        trace_test_run(what);
+        const std::vector<float> got = run_scaled_mm_kernel(*k, c, x, M, with_bias ? &bias : nullptr);
+        ASSERT_EQ(first_non_finite(got.data(), static_cast<int64_t>(got.size())), -1) << what;
+        EXPECT_LE(mean_relative_error(got, want), w8a8_tolerance(act)) << what;
+      }
+    }
+  }
 }
 #endif
 

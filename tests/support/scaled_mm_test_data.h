@@ -22,6 +22,29 @@ struct ScaledMMWeightSpec {
   int64_t phase = 0;    // block scales: k_phase
 };
 
+// A W8A8 layer variant the streaming kernels' tests sweep: how the weights and the activations are scaled.
+struct W8A8Variant {
+  WeightScaleKind ws;
+  ActScheme act;
+};
+
+// Tensor / channel weight scales x dynamic per-token, static per-tensor and dynamic per-tensor activations.
+const std::vector<W8A8Variant>& w8a8_variants();
+
+// A parameterized test's name for variant v ("Channel_DynamicToken").
+std::string w8a8_variant_name(const W8A8Variant& v);
+
+// The layer config of variant v: `type` weights [N, K], symmetric activations in `act`, on `device` of `capability`.
+ScaledMMConfig w8a8_variant_config(W8Type type, const W8A8Variant& v, int64_t N, int64_t K, DType act, Device device,
+                                   int capability);
+
+// With QLM_TEST_TRACE set, prints "run <what>" (flushed) before a kernel runs: the last line names the run that hangs
+// when the GPU check's time limit kills the test.
+void trace_test_run(const std::string& what);
+
+// The W8A8 bound of the CUDA issue: relative mean error <= 2e-3 with BF16 activations (1e-3 with F16 / F32).
+double w8a8_tolerance(DType act);
+
 // Weights [N, K]: e4m3 codes of uniform values in [-300, 300] or uniform int8 bytes; a tensor scale
 // of 0.0123, or channel / block scales in [0.001, 0.011); input scale 1/32.
 ScaledMMWeights random_scaled_mm_weights(const ScaledMMWeightSpec& s, int64_t N, int64_t K, uint64_t seed);
@@ -57,6 +80,15 @@ TokenCodes cpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DT
 // launch_w8a8_quant_token with INT8 (`int8`) or FP8 e4m3 codes on x [M, K] (F32 values exact in `act`) on GPU 0, into
 // poisoned outputs (codes 0x5a, scales NaN: every one must be written); a failed launch fails the test.
 TokenCodes gpu_token_codes(const std::vector<float>& x, int64_t M, int64_t K, DType act, bool int8, bool pdl);
+
+// The streaming W8A8 kernel `kernel` (switches `env_prefix`_FAST_MAX_M and `env_prefix`_CUTLASS_CONFIG) on `type`
+// weights [N, K] of variant v against cpu_ref, for each activation dtype and M (x seeded act_seed_mul * M + K, the
+// weights weight_seed + N + K; a bias on odd M): the streaming kernel forced at every M, the default rule, and each
+// large-M path of w8a8_cutlass_paths above 16 tokens; every output finite and within w8a8_tolerance. Needs a GPU that
+// runs the kernel.
+void check_w8a8_streaming_kernel(const char* kernel, const std::string& env_prefix, W8Type type, const W8A8Variant& v,
+                                 int64_t N, int64_t K, const std::vector<DType>& dtypes, const std::vector<int64_t>& Ms,
+                                 uint64_t weight_seed, uint64_t act_seed_mul);
 
 // The large-M paths a W8A8 kernel test checks besides the default rule, as values of <prefix>_CUTLASS_CONFIG:
 // cuBLASLt ("off"), and each CUTLASS configuration where this build and layer `c`'s device run them.
