@@ -715,6 +715,36 @@ TEST(Wna16FastPaths, AlignedGrid) {
   }
 }
 
+// The wgmma grid: aligned where that keeps 7/8 of the blocks, else blocks of an odd number of half tiles.
+TEST(Wna16FastPaths, WgmmaGridSplitsTilesInHalves) {
+  EXPECT_EQ(wna16_wgmma_grid(320, 132), 128);  // 70b.qkv at 1024 tokens, 256 x 128 tiles: 2.5 tiles a block
+  EXPECT_EQ(wna16_wgmma_grid(320, 132, 875, false), 132);
+  EXPECT_EQ(wna16_wgmma_grid(256, 132), 128);  // aligned: 2 whole tiles a block
+  EXPECT_EQ(wna16_wgmma_grid(80, 264), 240);   // aligned: 3 segments a tile
+  EXPECT_EQ(wna16_wgmma_grid(192, 132), 128);  // 1.5 tiles a block
+  EXPECT_EQ(wna16_wgmma_grid(150, 132), 132);  // 300 half tiles: no divisor in [116, 132]
+  EXPECT_EQ(wna16_wgmma_grid(86, 132), 132);
+  EXPECT_EQ(wna16_wgmma_grid(5, 1), 1);
+  // Every block of a half-tile grid covers an odd number of half tiles: one partial at most.
+  for (int64_t tiles = 1; tiles <= 600; ++tiles)
+    for (int64_t cap : {7, 66, 114, 132, 264}) {
+      const int64_t g = wna16_wgmma_grid(tiles, cap);
+      ASSERT_TRUE(g >= 1 && g <= cap) << tiles << " " << cap;
+      if (g == wna16_aligned_grid(tiles, cap) || g == cap) continue;
+      EXPECT_EQ(2 * tiles % g, 0) << tiles << " " << cap;
+      EXPECT_EQ(2 * tiles / g % 2, 1) << tiles << " " << cap;
+      EXPECT_GE(1000 * g, 875 * cap) << tiles << " " << cap;
+      // Block b's stream-K share [b T / G, (b + 1) T / G) of T = tiles x per_tile stages starts or ends on a tile
+      // boundary, odd per_tile (halves that fall inside a stage) included.
+      for (int64_t per_tile : {7, 64}) {
+        const int64_t T = tiles * per_tile;
+        for (int64_t b = 0; b < g; ++b)
+          ASSERT_TRUE(b * T / g % per_tile == 0 || (b + 1) * T / g % per_tile == 0)
+              << tiles << " " << cap << " " << per_tile << " block " << b;
+      }
+    }
+}
+
 // Where the wgmma kernel's one-group loop may run: stages of 8 k-tiles inside one scale group.
 TEST(Wna16FastPaths, StagesInOneGroup) {
   EXPECT_TRUE(cuda::wna16_wgmma_stages_in_one_group(8, 512));   // g128

@@ -100,6 +100,7 @@ std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
 std::atomic<int> g_wgmma_staged_y{-1};    // set_wna16_wgmma_staged_y
 std::atomic<int> g_wgmma_head_first{-1};  // set_wna16_wgmma_head_first
 std::atomic<int> g_wgmma_blocks{0};       // set_wna16_wgmma_blocks
+std::atomic<int> g_wgmma_half_tiles{-1};  // set_wna16_wgmma_half_tiles
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -141,6 +142,12 @@ void set_wna16_wgmma_blocks(int blocks) { g_wgmma_blocks.store(blocks); }
 int64_t wna16_wgmma_max_blocks() {
   static const int64_t env = env_int("QLM_WGMMA_BLOCKS", 0);
   return wna16_setting(g_wgmma_blocks.load(), env, 0);
+}
+void set_wna16_wgmma_half_tiles(int mode) { g_wgmma_half_tiles.store(mode); }
+bool wna16_wgmma_half_tiles() {
+  static const bool env = env_switch_on("QLM_WGMMA_HALF_TILES");
+  const int mode = g_wgmma_half_tiles.load();
+  return mode < 0 ? env : mode != 0;
 }
 void set_wna16_wgmma_head_first(int mode) { g_wgmma_head_first.store(mode); }
 bool wna16_wgmma_head_first() {
@@ -654,7 +661,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair), units = tiles / pair;
     const int blocks =
         pair *
-        static_cast<int>(aligned_grids() && max_blocks <= 0 ? wna16_aligned_grid(units, cap, aligned_keep(875)) : cap);
+        static_cast<int>(aligned_grids() && max_blocks <= 0
+                             ? wna16_wgmma_grid(units, cap, aligned_keep(875), wna16_wgmma_half_tiles())
+                             : cap);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);

@@ -149,6 +149,19 @@ constexpr int64_t wna16_aligned_grid(int64_t tiles, int64_t cap, int64_t keep_pe
     if (g % tiles == 0 || tiles % g == 0) return g;
   return cap;
 }
+// The wgmma grid: the aligned grid where one keeps the share (whole tiles, or tiles split into equal segments); else,
+// within the same share, the most blocks G that each cover an odd number of half tiles ((2 x tiles) % G == 0): every
+// split tile is then split once, in halves, and each block writes at most one partial (blocks alternate whole tiles +
+// a head, a tail + whole tiles) instead of a head and a tail; else cap. 70b.qkv at 1024 tokens (320 tiles of 256 x 128
+// on an H100's 132 SMs: 2.42 tiles a block, two partials each): 128 blocks of 2.5 tiles 247.5 µs against 260.7 / 260.8
+// on 132 (docs/w4a16-kernel-notes.md, v8a).
+constexpr int64_t wna16_wgmma_grid(int64_t tiles, int64_t cap, int64_t keep_permille = 875, bool half_tiles = true) {
+  const int64_t aligned = wna16_aligned_grid(tiles, cap, keep_permille);
+  if (!half_tiles || cap <= 1 || tiles <= 0 || tiles % aligned == 0 || aligned % tiles == 0) return aligned;
+  for (int64_t g = cap; 1000 * g >= keep_permille * cap && g >= 1; --g)
+    if ((2 * tiles) % g == 0) return g;
+  return cap;
+}
 // Whether `tiles` equal tiles go whole to the blocks of the aligned grid (wna16_aligned_grid): its G divides the tile
 // count, so no block writes partial sums (G a multiple instead splits every tile into segments).
 constexpr bool wna16_whole_tiles(int64_t tiles, int64_t cap, int64_t keep_permille = 875) {
@@ -253,6 +266,10 @@ void set_wna16_wgmma_head_first(int mode);
 // tests that need blocks covering several tiles on small layers; 0: none. set_wna16_wgmma_blocks overrides the
 // environment for tests (0: back to it).
 int64_t wna16_wgmma_max_blocks();
+// Whether the wgmma grid may split tiles in halves (wna16_wgmma_grid): QLM_WGMMA_HALF_TILES=0 turns it off (tuning);
+// set_wna16_wgmma_half_tiles (0 / 1) overrides the environment for tests (-1: back to it).
+bool wna16_wgmma_half_tiles();
+void set_wna16_wgmma_half_tiles(int mode);
 void set_wna16_wgmma_blocks(int blocks);
 namespace cuda {
 int wna16_fixup_mode();
