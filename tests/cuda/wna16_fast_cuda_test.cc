@@ -1031,6 +1031,14 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_FALSE(wna16_wgmma_natural_x(257, 14336, 4096));
   EXPECT_FALSE(wna16_wgmma_natural_x(64, 28672, 8192));
   EXPECT_FALSE(wna16_wgmma_natural_x(33, 8192, 57344));
+  // From 1024 tokens where the 256 x 128 tile runs on [4e7, 2e8) weights (v8a).
+  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{8192, 10240}, {8192, 8192}, {4096, 28672}, {14336, 4096}}) {
+    EXPECT_FALSE(wna16_wgmma_natural_x(768, K, N)) << K << " x " << N;
+    EXPECT_EQ(wna16_wgmma_natural_x(1024, K, N), wna16_wgmma_rule_tile(1024, K, N) == 12) << K << " x " << N;
+    EXPECT_TRUE(wna16_wgmma_natural_x(1024, K, N)) << K << " x " << N;
+  }
+  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 8192, 57344));  // >= 2e8
+  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 4096, 4096));   // < 4e7
   set_wna16_wgmma_natural_x(0);
   EXPECT_FALSE(wna16_wgmma_natural_x(33, 4096, 4096));
   set_wna16_wgmma_natural_x(1);

@@ -167,13 +167,17 @@ bool wna16_wgmma_head_first() {
 // 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
 // default: from 17 tokens (33 until v7r, µs at M = 17 / 32 natural vs permuted: 70b.qkv 34.1 / 36.2 vs 36.9 / 39.1,
 // 70b.o 31.7 / 32.0 vs 32.8 / 33.6, 8b.o 17.4 / 17.6 vs 18.8 / 19.0) up to 128 below 2e8 weights, up to 256 on layers
-// of N <= 4096 below 1e8.
+// of N <= 4096 below 1e8. And from 1024 tokens where the rule runs the 256 x 128 tile on layers of [4e7, 2e8) weights
+// (v8a, H100, session 61, µs at 1024, permuted / natural, same binary: 70b.qkv 260.7 / 253.5, 70b.o 189.0 / 177.2,
+// 8b.gate_up 325.3 / 319.9, 8b.down 172.3 / 152.0): 64 KB of x a stage against 8 KB of codes, so the exchange's
+// instructions are few against the MMAs, and the permutation's 16 MB (K = 8192) copy a call is saved.
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
   const int64_t mode = set >= 0 ? set : env >= 0 ? env : 2;
   if (mode != 2) return mode == 1;
   const double weights = static_cast<double>(K) * static_cast<double>(N);
+  if (M >= 1024 && weights >= 4e7 && weights < 2e8 && wna16_wgmma_rule_tile(M, K, N) == 12) return true;
   return M >= 17 && ((M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8));
 }
 

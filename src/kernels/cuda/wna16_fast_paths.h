@@ -243,7 +243,8 @@ void set_wna16_fixup_mode(int mode);
 // of lanes) rather than permuted into the words' order by a kernel before the GEMM (wna16_wgmma.h; the one-group
 // loop only: other calls permute x regardless). QLM_WGMMA_NATURAL_X: 0 never, 1 always, 2 (the default) from 33 up
 // to 128 tokens on layers of < 2e8 weights and up to 256 on those of < 1e8 with N <= 4096, where the permutation
-// kernel's fixed cost outweighs the consumers' three more instructions per code word (v7n, v7o).
+// kernel's fixed cost outweighs the consumers' three more instructions per code word (v7n, v7o), and from 1024 tokens
+// where the rule gives a layer of [4e7, 2e8) weights the 256 x 128 tile (v8a).
 // set_wna16_wgmma_natural_x (0-2) overrides the environment for tests (-1: back to it).
 bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N);
 void set_wna16_wgmma_natural_x(int mode);
