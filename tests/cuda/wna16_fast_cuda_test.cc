@@ -715,15 +715,19 @@ TEST(Wna16FastPaths, AlignedGrid) {
   }
 }
 
-// The wgmma grid: aligned where that keeps 7/8 of the blocks, else blocks of an odd number of half tiles.
+// The wgmma grid: aligned where that keeps 7/8 of the blocks, else blocks of an odd number of half tiles where that
+// adds at most 1/8 of a tile to each block.
 TEST(Wna16FastPaths, WgmmaGridSplitsTilesInHalves) {
-  EXPECT_EQ(wna16_wgmma_grid(320, 132), 128);  // 70b.qkv at 1024 tokens, 256 x 128 tiles: 2.5 tiles a block
+  EXPECT_EQ(wna16_wgmma_grid(320, 132), 128);  // 70b.qkv at 1024 tokens, 256 x 128 tiles: 2.42 -> 2.5 tiles a block
   EXPECT_EQ(wna16_wgmma_grid(320, 132, 875, false), 132);
-  EXPECT_EQ(wna16_wgmma_grid(256, 132), 128);  // aligned: 2 whole tiles a block
-  EXPECT_EQ(wna16_wgmma_grid(80, 264), 240);   // aligned: 3 segments a tile
-  EXPECT_EQ(wna16_wgmma_grid(192, 132), 128);  // 1.5 tiles a block
-  EXPECT_EQ(wna16_wgmma_grid(150, 132), 132);  // 300 half tiles: no divisor in [116, 132]
-  EXPECT_EQ(wna16_wgmma_grid(86, 132), 132);
+  EXPECT_EQ(wna16_wgmma_grid(448, 132), 128);   // 70b.gate_up at 256: 3.39 -> 3.5
+  EXPECT_EQ(wna16_wgmma_grid(192, 132), 128);   // 1.45 -> 1.5
+  EXPECT_EQ(wna16_wgmma_grid(300, 132), 132);   // 120 blocks would add 0.23 of a tile
+  EXPECT_EQ(wna16_wgmma_grid(1344, 132), 132);  // 128 would add 0.32
+  EXPECT_EQ(wna16_wgmma_grid(256, 132), 128);   // aligned: 2 whole tiles a block
+  EXPECT_EQ(wna16_wgmma_grid(80, 264), 240);    // aligned: 3 segments a tile
+  EXPECT_EQ(wna16_wgmma_grid(150, 132), 132);   // 300 half tiles: no divisor in [116, 132]
+  EXPECT_EQ(wna16_wgmma_grid(112, 264), 264);   // 224 blocks of half a tile: too few
   EXPECT_EQ(wna16_wgmma_grid(5, 1), 1);
   // Every block of a half-tile grid covers an odd number of half tiles: one partial at most.
   for (int64_t tiles = 1; tiles <= 600; ++tiles)
@@ -733,6 +737,7 @@ TEST(Wna16FastPaths, WgmmaGridSplitsTilesInHalves) {
       if (g == wna16_aligned_grid(tiles, cap) || g == cap) continue;
       EXPECT_EQ(2 * tiles % g, 0) << tiles << " " << cap;
       EXPECT_EQ(2 * tiles / g % 2, 1) << tiles << " " << cap;
+      EXPECT_LE(8 * tiles * (cap - g), g * cap) << tiles << " " << cap;
       EXPECT_GE(1000 * g, 875 * cap) << tiles << " " << cap;
       // Block b's stream-K share [b T / G, (b + 1) T / G) of T = tiles x per_tile stages starts or ends on a tile
       // boundary, odd per_tile (halves that fall inside a stage) included.
@@ -902,7 +907,8 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 10240), 9);   // 8.4e7: never 256 x 128
   EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: not below 1024 tokens
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672), 12);  // [4e7, 2e8) from 1024 at whole 256-token tiles (v7y)
-  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096), 12);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, 132), 12);  // N < 8192: where its 128 tiles go whole (v8a)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(1535, 8192, 8192), 12);  // past 128 of a partial tile on N >= 8192
   EXPECT_EQ(wna16_wgmma_rule_tile(1535, 14336, 4096), 9);  // not on N = 4096
   EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 10240), 9);  // 1100 % 256 = 76
@@ -998,17 +1004,13 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
             "M 1 gemv · 2-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   // 8b.down (5.9e7 weights: the tiled kernel at 17-32), and the rule itself at the ranges' ends.
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true),
-            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1023 wgmma 128x192 · 1024 wgmma 256x128 · 1025-1279 "
-            "wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma "
-            "128x192 · >= 1536 dequant+cuBLAS");
+            "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, true, true, 132),
             "M 1-16 stream · 17-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
-            "1024 wgmma 256x128 · 1025-1279 wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma 128x192 · >= 1536 "
-            "dequant+cuBLAS");
+            "1024 wgmma 256x128 · 1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   EXPECT_EQ(wna16_fast_path_summary(14336, 4096, 4, false, true, 132),
             "M 1-8 gemv · 9-32 tiled · 33-64 wgmma 64x128 · 65-896 wgmma 128x192 · 897-1023 wgmma 128x256 · "
-            "1024 wgmma 256x128 · 1025-1279 wgmma 128x192 · 1280 wgmma 256x128 · 1281-1535 wgmma 128x192 · >= 1536 "
-            "dequant+cuBLAS");
+            "1024 wgmma 256x128 · 1025-1535 wgmma 128x192 · >= 1536 dequant+cuBLAS");
   for (auto [M, path] : {std::pair{16, Wna16FastPath::Stream},
                          {17, Wna16FastPath::Tiled},
                          {32, Wna16FastPath::Tiled},
@@ -1031,14 +1033,20 @@ TEST(Wna16FastPaths, SummaryListsTheRulesRanges) {
   EXPECT_FALSE(wna16_wgmma_natural_x(257, 14336, 4096));
   EXPECT_FALSE(wna16_wgmma_natural_x(64, 28672, 8192));
   EXPECT_FALSE(wna16_wgmma_natural_x(33, 8192, 57344));
-  // From 1024 tokens where the 256 x 128 tile runs on [4e7, 2e8) weights (v8a).
+  // From 1024 tokens where the call runs the 256 x 128 tile on [4e7, 2e8) weights (v8a): at 1024 on the four
+  // mid-size Llama-3 layers of a 132-SM GPU.
   for (const auto& [K, N] : {std::pair<int64_t, int64_t>{8192, 10240}, {8192, 8192}, {4096, 28672}, {14336, 4096}}) {
-    EXPECT_FALSE(wna16_wgmma_natural_x(768, K, N)) << K << " x " << N;
-    EXPECT_EQ(wna16_wgmma_natural_x(1024, K, N), wna16_wgmma_rule_tile(1024, K, N) == 12) << K << " x " << N;
-    EXPECT_TRUE(wna16_wgmma_natural_x(1024, K, N)) << K << " x " << N;
+    EXPECT_EQ(wna16_wgmma_rule_tile(1024, K, N, 132), 12) << K << " x " << N;
+    EXPECT_TRUE(wna16_wgmma_natural_x(1024, K, N, 12)) << K << " x " << N;
+    EXPECT_FALSE(wna16_wgmma_natural_x(1024, K, N, 9)) << K << " x " << N;
+    EXPECT_FALSE(wna16_wgmma_natural_x(768, K, N, 12)) << K << " x " << N;
   }
-  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 8192, 57344));  // >= 2e8
-  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 4096, 4096));   // < 4e7
+  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 8192, 57344, 12));  // >= 2e8
+  EXPECT_FALSE(wna16_wgmma_natural_x(1024, 4096, 4096, 12));   // < 4e7
+  // The 256 x 128 tile on N < 8192 only where its tiles go whole: 8b.down's 128 at 1024, not its 160 at 1280.
+  EXPECT_EQ(wna16_wgmma_rule_tile(1280, 14336, 4096, 132), 9);
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, 0), 9);  // SMs unknown: nothing goes whole
+  EXPECT_EQ(wna16_wgmma_rule_tile(1280, 8192, 8192, 132), 12);
   set_wna16_wgmma_natural_x(0);
   EXPECT_FALSE(wna16_wgmma_natural_x(33, 4096, 4096));
   set_wna16_wgmma_natural_x(1);

@@ -87,6 +87,14 @@ bool whole_128x256_tiles(int64_t M, int64_t N, int sm_count) {
   return whole(cuda::kWna16WgmmaTiles[6]) && !whole(cuda::kWna16WgmmaTiles[9]);
 }
 
+// Whether the 256 x 128 tiles (12) of M tokens go whole to the blocks of the aligned grid on sm_count SMs.
+bool whole_256x128_tiles(int64_t M, int64_t N, int sm_count) {
+  if (sm_count <= 0) return false;
+  const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[12];
+  const int64_t tiles = (M + t.tokens - 1) / t.tokens * ((N + t.columns() - 1) / t.columns());
+  return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
+}
+
 std::atomic<int> g_forced_path{0};
 std::atomic<int> g_wgmma_tile{-1};        // set_wna16_wgmma_tile
 std::atomic<int> g_wgmma_late{-1};        // set_wna16_wgmma_late
@@ -151,7 +159,9 @@ bool wna16_wgmma_half_tiles() {
 }
 void set_wna16_wgmma_head_first(int mode) { g_wgmma_head_first.store(mode); }
 bool wna16_wgmma_head_first() {
-  // Off until measured on a GPU (written in session 60 without one; docs/w4a16-kernel-notes.md, v7z).
+  // Off by default: measured once (session 61, H100, 1024 tokens, same binary; docs/w4a16-kernel-notes.md, v8a) it
+  // gained 1.2 % on 70b.qkv (258.0 / 257.2 against 260.7 / 260.8 µs, 132 blocks) and 0.6 % on the 128-block grid that
+  // now runs there, and was within 0.3 % on the layers whose tiles go whole; not measured at other M.
   static const bool env = env_int("QLM_WGMMA_HEAD_FIRST", 0) != 0;
   const int mode = g_wgmma_head_first.load();
   return mode < 0 ? env : mode != 0;
@@ -167,17 +177,17 @@ bool wna16_wgmma_head_first() {
 // 70b.qkv and 70b.o (M = 160 78.6 / 79.8, 67.2 / 67.7), where x is shorter against the weights. Hence mode 2, the
 // default: from 17 tokens (33 until v7r, µs at M = 17 / 32 natural vs permuted: 70b.qkv 34.1 / 36.2 vs 36.9 / 39.1,
 // 70b.o 31.7 / 32.0 vs 32.8 / 33.6, 8b.o 17.4 / 17.6 vs 18.8 / 19.0) up to 128 below 2e8 weights, up to 256 on layers
-// of N <= 4096 below 1e8. And from 1024 tokens where the rule runs the 256 x 128 tile on layers of [4e7, 2e8) weights
+// of N <= 4096 below 1e8. And from 1024 tokens where the call runs the 256 x 128 tile on layers of [4e7, 2e8) weights
 // (v8a, H100, session 61, µs at 1024, permuted / natural, same binary: 70b.qkv 260.7 / 253.5, 70b.o 189.0 / 177.2,
 // 8b.gate_up 325.3 / 319.9, 8b.down 172.3 / 152.0): 64 KB of x a stage against 8 KB of codes, so the exchange's
 // instructions are few against the MMAs, and the permutation's 16 MB (K = 8192) copy a call is saved.
-bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N) {
+bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N, int tile) {
   static const int64_t env = env_int("QLM_WGMMA_NATURAL_X", -1);
   const int set = g_wgmma_natural_x.load();
   const int64_t mode = set >= 0 ? set : env >= 0 ? env : 2;
   if (mode != 2) return mode == 1;
   const double weights = static_cast<double>(K) * static_cast<double>(N);
-  if (M >= 1024 && weights >= 4e7 && weights < 2e8 && wna16_wgmma_rule_tile(M, K, N) == 12) return true;
+  if (tile == 12 && M >= 1024 && weights >= 4e7 && weights < 2e8) return true;
   return M >= 17 && ((M <= 128 && weights < 2e8) || (M <= 256 && N <= 4096 && weights < 1e8));
 }
 
@@ -220,7 +230,10 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
     // rule's tile: 70b.qkv 258 / 374 vs 264 / 388, 70b.o 192 / 292 vs 198 / 322, 8b.gate_up 329 / 512 vs 372 / 569,
     // 8b.down 177 / 341 vs 180 / 284): at whole 256-token multiples, and past 128 of a partial one on N >= 8192
     // (8b.down's 32 column tiles leave 192 tiles on 132 SMs at 1535). At 768 and below it trails on 70b.o and 8b.down.
-    if (kn >= 4e7 && M >= 1024 && (M % 256 == 0 || (M % 256 > 128 && N >= 8192))) return 12;
+    // Narrower layers (N < 8192) only where its tiles go whole (v8a, H100: 8b.down at 1280 tokens, 160 tiles on 132
+    // SMs, 284.7 µs against 258.9 on 128 x 192; at 1024 its 128 tiles go whole, 173.0 against 197.9).
+    if (kn >= 4e7 && M >= 1024 && N >= 8192 && (M % 256 == 0 || M % 256 > 128)) return 12;
+    if (kn >= 4e7 && M >= 1024 && N < 8192 && M % 256 == 0 && whole_256x128_tiles(M, N, sm_count)) return 12;
     return t6 || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
   }
   if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
@@ -630,7 +643,7 @@ class CudaWna16FastKernel final : public MPLinearKernel {
   // Whether a wgmma call of M tokens on `tile` takes x in its own k order: the choice (wna16_wgmma_natural_x) where
   // the call runs the one-group loop, which alone has that variant.
   bool wgmma_natural_x(int64_t M, int tile) const {
-    return wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p) && cuda::wna16_wgmma_one_group(a_) &&
+    return wna16_wgmma_natural_x(M, cfg_.K_p, cfg_.N_p, tile) && cuda::wna16_wgmma_one_group(a_) &&
            !cuda::wna16_wgmma_late(a_, cuda::kWna16WgmmaTiles[tile].tokens);
   }
 

@@ -150,15 +150,16 @@ constexpr int64_t wna16_aligned_grid(int64_t tiles, int64_t cap, int64_t keep_pe
   return cap;
 }
 // The wgmma grid: the aligned grid where one keeps the share (whole tiles, or tiles split into equal segments); else,
-// within the same share, the most blocks G that each cover an odd number of half tiles ((2 x tiles) % G == 0): every
-// split tile is then split once, in halves, and each block writes at most one partial (blocks alternate whole tiles +
-// a head, a tail + whole tiles) instead of a head and a tail; else cap. 70b.qkv at 1024 tokens (320 tiles of 256 x 128
-// on an H100's 132 SMs: 2.42 tiles a block, two partials each): 128 blocks of 2.5 tiles 247.5 µs against 260.7 / 260.8
-// on 132 (docs/w4a16-kernel-notes.md, v8a).
+// within the same share, the most blocks G that each cover an odd number of half tiles ((2 x tiles) % G == 0) while
+// adding at most 1/8 of a tile to each block's work (tiles / G - tiles / cap <= 1/8), else cap. On a half-tile grid
+// every split tile is split once, in halves, and blocks alternate whole tiles + a head and a tail + whole tiles: one
+// partial each instead of a head and a tail. Measured once (docs/w4a16-kernel-notes.md, v8a; H100): 70b.qkv at 1024
+// tokens, 320 tiles of 256 x 128, 128 blocks of 2.5 tiles 247.5 µs against 260.7 / 260.8 on 132 blocks of 2.42, which
+// puts a block's second partial at about a quarter of a tile's time; the 1/8 keeps the extra work well under that.
 constexpr int64_t wna16_wgmma_grid(int64_t tiles, int64_t cap, int64_t keep_permille = 875, bool half_tiles = true) {
   const int64_t aligned = wna16_aligned_grid(tiles, cap, keep_permille);
   if (!half_tiles || cap <= 1 || tiles <= 0 || tiles % aligned == 0 || aligned % tiles == 0) return aligned;
-  for (int64_t g = cap; 1000 * g >= keep_permille * cap && g >= 1; --g)
+  for (int64_t g = cap; 1000 * g >= keep_permille * cap && 8 * tiles * (cap - g) <= g * cap && g >= 1; --g)
     if ((2 * tiles) % g == 0) return g;
   return cap;
 }
@@ -244,9 +245,9 @@ void set_wna16_fixup_mode(int mode);
 // loop only: other calls permute x regardless). QLM_WGMMA_NATURAL_X: 0 never, 1 always, 2 (the default) from 33 up
 // to 128 tokens on layers of < 2e8 weights and up to 256 on those of < 1e8 with N <= 4096, where the permutation
 // kernel's fixed cost outweighs the consumers' three more instructions per code word (v7n, v7o), and from 1024 tokens
-// where the rule gives a layer of [4e7, 2e8) weights the 256 x 128 tile (v8a).
+// where the call runs `tile` 12 (256 x 128) on a layer of [4e7, 2e8) weights (v8a).
 // set_wna16_wgmma_natural_x (0-2) overrides the environment for tests (-1: back to it).
-bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N);
+bool wna16_wgmma_natural_x(int64_t M, int64_t K, int64_t N, int tile = -1);
 void set_wna16_wgmma_natural_x(int mode);
 // Whether the wgmma kernel writes each tile's y through a ring slot it keeps for the epilogue, in whole 16-byte
 // pieces of token rows (where y is 16-byte aligned and N % 8 == 0), instead of 2 bytes at a time
