@@ -903,10 +903,10 @@ TEST(Wna16FastPaths, RuleAndOverride) {
   EXPECT_EQ(wna16_wgmma_rule_tile(129, 8192, 57344), 12);
   EXPECT_EQ(wna16_wgmma_rule_tile(128, 8192, 57344), 6);
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 8192, 57344), 12);
-  EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 57344), 6);  // 1100 % 256 = 76: 128-token tiles pad less
-  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 10240), 9);   // 8.4e7: never 256 x 128
-  EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);  // 1.2e8: not below 1024 tokens
-  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672), 12);  // [4e7, 2e8) from 1024 at whole 256-token tiles (v7y)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1100, 8192, 57344), 6);        // 1100 % 256 = 76: 128-token tiles pad less
+  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 10240), 9);         // 8.4e7: never 256 x 128
+  EXPECT_EQ(wna16_wgmma_rule_tile(1000, 4096, 28672), 9);        // 1.2e8: not below 1024 tokens
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672), 12);       // [4e7, 2e8) from 1024 at whole 256-token tiles (v7y)
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, 132), 12);  // N < 8192: where its 128 tiles go whole (v8a)
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(1535, 8192, 8192), 12);  // past 128 of a partial tile on N >= 8192
@@ -955,19 +955,19 @@ TEST(Wna16FastPaths, WgmmaWholeTileRule) {
   constexpr int kSms = 132;
   EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192, kSms), 6);  // 70b.o: 4 x 32 = 128 tiles vs 4 x 43 = 172
   EXPECT_EQ(wna16_wgmma_rule_tile(385, 8192, 8192, kSms), 6);
-  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 8192, kSms), 9);    // 96 tiles split vs 129 whole
-  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 8192, kSms), 9);    // 64 tiles split in two
-  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 8192, kSms), 9);    // 192 split vs 258 whole (129 blocks of two)
-  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192), 9);          // SM count unknown
-  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 10240, kSms), 6);   // 70b.qkv: 120 vs 162
-  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 10240, kSms), 9);   // 160 vs 216: neither
-  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 10240, kSms), 6);   // 240 (120 of two) vs 324
+  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 8192, kSms), 9);     // 96 tiles split vs 129 whole
+  EXPECT_EQ(wna16_wgmma_rule_tile(256, 8192, 8192, kSms), 9);     // 64 tiles split in two
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 8192, kSms), 9);     // 192 split vs 258 whole (129 blocks of two)
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 8192), 9);           // SM count unknown
+  EXPECT_EQ(wna16_wgmma_rule_tile(384, 8192, 10240, kSms), 6);    // 70b.qkv: 120 vs 162
+  EXPECT_EQ(wna16_wgmma_rule_tile(512, 8192, 10240, kSms), 9);    // 160 vs 216: neither
+  EXPECT_EQ(wna16_wgmma_rule_tile(768, 8192, 10240, kSms), 6);    // 240 (120 of two) vs 324
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 14336, 4096, kSms), 12);  // 8b.down: 256 x 128 from 1024 (v7y)
   EXPECT_EQ(wna16_wgmma_rule_tile(512, 14336, 4096, kSms), 9);
   EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 28672, kSms), 12);  // 8b.gate_up: 256 x 128 from 1024 (v7y)
-  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);   // 1.7e7: below the sizes measured
-  EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);   // 2.3e8 below 192 tokens: 32 tiles split
-  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 12);  // and from 192 as before (256 x 128)
+  EXPECT_EQ(wna16_wgmma_rule_tile(1024, 4096, 4096, kSms), 9);    // 1.7e7: below the sizes measured
+  EXPECT_EQ(wna16_wgmma_rule_tile(128, 28672, 8192, kSms), 9);    // 2.3e8 below 192 tokens: 32 tiles split
+  EXPECT_EQ(wna16_wgmma_rule_tile(192, 28672, 8192, kSms), 12);   // and from 192 as before (256 x 128)
   // The cuBLAS bound: 1536 on these layers whether the tiles go whole or not.
   EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true, kSms), Wna16FastPath::Wgmma);  // 256 tiles
   EXPECT_EQ(wna16_fast_path_for(1024, 8192, 8192, 4, true, true), Wna16FastPath::Wgmma);

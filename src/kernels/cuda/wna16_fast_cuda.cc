@@ -677,10 +677,9 @@ class CudaWna16FastKernel final : public MPLinearKernel {
     // Stream-K units: (m-tile, group of `pair` column tiles).
     const int64_t tiles = cuda::wna16_wgmma_tile_count(a_, M, tile, pair), units = tiles / pair;
     const int blocks =
-        pair *
-        static_cast<int>(aligned_grids() && max_blocks <= 0
-                             ? wna16_wgmma_grid(units, cap, aligned_keep(875), wna16_wgmma_half_tiles())
-                             : cap);
+        pair * static_cast<int>(aligned_grids() && max_blocks <= 0
+                                    ? wna16_wgmma_grid(units, cap, aligned_keep(875), wna16_wgmma_half_tiles())
+                                    : cap);
     const int64_t slots = cuda::wna16_wgmma_max_segments(a_, M, tile, blocks, pair);
     Tensor ws = Tensor::empty({tiles * slots * t.tokens * t.columns()}, DType::F32, cfg_.device);
     const bool gemm_pdl = pdl && wna16_wgmma_pdl_grid(blocks, t.per_sm, ctx.sm_count);
