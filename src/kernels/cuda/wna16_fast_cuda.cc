@@ -70,6 +70,12 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
   return kn >= 2e8 ? 2560 : kn >= 2e7 ? 1536 : 65;
 }
 
+// Whether tile t's tiles of M tokens go whole to the blocks of the aligned grid on sm_count SMs (<= 0, unknown: no).
+bool whole_tiles(const cuda::Wna16WgmmaTile& t, int64_t M, int64_t N, int sm_count) {
+  if (sm_count <= 0) return false;
+  const int64_t tiles = (M + t.tokens - 1) / t.tokens * ((N + t.columns() - 1) / t.columns());
+  return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
+}
 // Whether the wgmma kernel's 128 x 256 tiles (kWna16WgmmaTiles[6], per_sm blocks per SM) for M tokens of N columns go
 // whole to the blocks of the aligned grid on sm_count multiprocessors, and the 128 x 192 tiles' (9) do not: then no
 // block of the 128 x 256 grid writes partial sums while the 128 x 192 grid splits tiles. H200, session 33 (notes v7l,
@@ -79,20 +85,8 @@ int64_t wgmma_cublas_min_m(int64_t K, int64_t N) {
 // 128 x 192 tile was ahead or even (70b.qkv M = 512 149.3 vs 158.6; 8b.down M = 512, 64 tiles split in two, 109.5
 // vs 112.5; 8b.gate_up M = 1024 even, 388.1 vs 428.8 but cuBLAS 388.3).
 bool whole_128x256_tiles(int64_t M, int64_t N, int sm_count) {
-  if (sm_count <= 0) return false;
-  const auto whole = [&](const cuda::Wna16WgmmaTile& t) {
-    const int64_t tiles = (M + t.tokens - 1) / t.tokens * ((N + t.columns() - 1) / t.columns());
-    return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
-  };
-  return whole(cuda::kWna16WgmmaTiles[6]) && !whole(cuda::kWna16WgmmaTiles[9]);
-}
-
-// Whether the 256 x 128 tiles (12) of M tokens go whole to the blocks of the aligned grid on sm_count SMs.
-bool whole_256x128_tiles(int64_t M, int64_t N, int sm_count) {
-  if (sm_count <= 0) return false;
-  const cuda::Wna16WgmmaTile& t = cuda::kWna16WgmmaTiles[12];
-  const int64_t tiles = (M + t.tokens - 1) / t.tokens * ((N + t.columns() - 1) / t.columns());
-  return wna16_whole_tiles(tiles, int64_t{sm_count} * t.per_sm);
+  return whole_tiles(cuda::kWna16WgmmaTiles[6], M, N, sm_count) &&
+         !whole_tiles(cuda::kWna16WgmmaTiles[9], M, N, sm_count);
 }
 
 std::atomic<int> g_forced_path{0};
@@ -108,7 +102,6 @@ std::atomic<int> g_wgmma_natural_x{-1};   // set_wna16_wgmma_natural_x
 std::atomic<int> g_wgmma_staged_y{-1};    // set_wna16_wgmma_staged_y
 std::atomic<int> g_wgmma_head_first{-1};  // set_wna16_wgmma_head_first
 std::atomic<int> g_wgmma_blocks{0};       // set_wna16_wgmma_blocks
-std::atomic<int> g_wgmma_half_tiles{-1};  // set_wna16_wgmma_half_tiles
 
 Wna16FastPath env_path() {
   const char* e = std::getenv("QLM_W4FAST_PATH");
@@ -143,19 +136,16 @@ void set_wna16_wgmma_natural_x(int mode) { g_wgmma_natural_x.store(mode); }
 void set_wna16_wgmma_staged_y(int mode) { g_wgmma_staged_y.store(mode); }
 bool wna16_wgmma_staged_y() {
   static const bool env = env_switch_on("QLM_WGMMA_STAGED_Y");
-  const int mode = g_wgmma_staged_y.load();
-  return mode < 0 ? env : mode != 0;
+  return wna16_switch(g_wgmma_staged_y.load(), env);
 }
 void set_wna16_wgmma_blocks(int blocks) { g_wgmma_blocks.store(blocks); }
 int64_t wna16_wgmma_max_blocks() {
   static const int64_t env = env_int("QLM_WGMMA_BLOCKS", 0);
   return wna16_setting(g_wgmma_blocks.load(), env, 0);
 }
-void set_wna16_wgmma_half_tiles(int mode) { g_wgmma_half_tiles.store(mode); }
 bool wna16_wgmma_half_tiles() {
-  static const bool env = env_switch_on("QLM_WGMMA_HALF_TILES");
-  const int mode = g_wgmma_half_tiles.load();
-  return mode < 0 ? env : mode != 0;
+  static const bool on = env_switch_on("QLM_WGMMA_HALF_TILES");
+  return on;
 }
 void set_wna16_wgmma_head_first(int mode) { g_wgmma_head_first.store(mode); }
 bool wna16_wgmma_head_first() {
@@ -163,8 +153,7 @@ bool wna16_wgmma_head_first() {
   // gained 1.2 % on 70b.qkv (258.0 / 257.2 against 260.7 / 260.8 µs, 132 blocks) and 0.6 % on the 128-block grid that
   // now runs there, and was within 0.3 % on the layers whose tiles go whole; not measured at other M.
   static const bool env = env_int("QLM_WGMMA_HEAD_FIRST", 0) != 0;
-  const int mode = g_wgmma_head_first.load();
-  return mode < 0 ? env : mode != 0;
+  return wna16_switch(g_wgmma_head_first.load(), env);
 }
 // Measured on the H200 (v7n, session 34), µs, x permuted / natural, as two builds: 8b.qkv M = 33 / 64 / 128 23.7 /
 // 25.0 / 31.2 vs 21.0 / 22.6 / 28.3, 70b.o 33.7 / 35.1 / 44.0 vs 32.3 / 33.7 / 42.1, 8b.gate_up 47.8 / 51.2 / 72.4 vs
@@ -233,7 +222,8 @@ int wna16_wgmma_rule_tile(int64_t M, int64_t K, int64_t N, int sm_count) {
     // Narrower layers (N < 8192) only where its tiles go whole (v8a, H100: 8b.down at 1280 tokens, 160 tiles on 132
     // SMs, 284.7 µs against 258.9 on 128 x 192; at 1024 its 128 tiles go whole, 173.0 against 197.9).
     if (kn >= 4e7 && M >= 1024 && N >= 8192 && (M % 256 == 0 || M % 256 > 128)) return 12;
-    if (kn >= 4e7 && M >= 1024 && N < 8192 && M % 256 == 0 && whole_256x128_tiles(M, N, sm_count)) return 12;
+    if (kn >= 4e7 && M >= 1024 && N < 8192 && M % 256 == 0 && whole_tiles(cuda::kWna16WgmmaTiles[12], M, N, sm_count))
+      return 12;
     return t6 || (kn >= 4e7 && whole_128x256_tiles(M, N, sm_count)) ? 6 : 9;
   }
   if (M >= 33) return kn >= 1e8 ? 8 : 10;  // 64 x 128 with two producers (v7m: 2-7 % ahead of one)
@@ -404,9 +394,7 @@ bool wna16_wgmma_late(const Wna16FastArgs& w, int tokens) {
   // Run in session 18: correct, not faster (docs/w4a16-kernel-notes.md, v6): off unless QLM_WGMMA_LATE=1 or
   // set_wna16_wgmma_late(1).
   static const bool env = env_int("QLM_WGMMA_LATE", 0) != 0;
-  const int mode = g_wgmma_late.load();
-  const bool enabled = mode < 0 ? env : mode != 0;
-  return enabled && tokens <= 32 && w.tiles_per_group % kWna16WgmmaStageTiles == 0;
+  return wna16_switch(g_wgmma_late.load(), env) && tokens <= 32 && w.tiles_per_group % kWna16WgmmaStageTiles == 0;
 }
 
 bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
@@ -414,9 +402,7 @@ bool wna16_wgmma_one_group(const Wna16FastArgs& w) {
   // the wgmma path runs (1.02-1.34x), so on by default; QLM_WGMMA_ONE_GROUP=0 or set_wna16_wgmma_one_group(0)
   // turns it off.
   static const bool env = env_switch_on("QLM_WGMMA_ONE_GROUP");
-  const int mode = g_wgmma_one_group.load();
-  const bool enabled = mode < 0 ? env : mode != 0;
-  return enabled && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
+  return wna16_switch(g_wgmma_one_group.load(), env) && wna16_wgmma_stages_in_one_group(w.tiles_per_group, w.k_tiles);
 }
 
 int wna16_wgmma_pair() {

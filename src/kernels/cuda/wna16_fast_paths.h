@@ -125,6 +125,9 @@ constexpr bool wna16_wgmma_pdl_grid(int64_t blocks, int per_sm, int sm_count) {
 constexpr int64_t wna16_setting(int64_t override_value, int64_t env_value, int64_t fallback) {
   return override_value > 0 ? override_value : env_value > 0 ? env_value : fallback;
 }
+// An on / off switch of the W4A16 kernels: the tests' override where set (0 off, 1 on; -1 unset), else the
+// environment's (QLM_WGMMA_STAGED_Y, QLM_WGMMA_HEAD_FIRST, QLM_WGMMA_LATE, QLM_WGMMA_ONE_GROUP).
+constexpr bool wna16_switch(int override_mode, bool env_on) { return override_mode < 0 ? env_on : override_mode != 0; }
 // The default cap on the wgmma kernel's ring (stages of 8 k-tiles) for a tile of `tokens` x `columns`: on the
 // 128-token tiles 3 at 256 columns (where 4 fit) and 4 at fewer (5 fit at 128 x 192), else 8 (the kernel's
 // maximum). H200, same binary (docs/w4a16-kernel-notes.md, v7i): at 4 the 128 x 192 tile is 1-2 us ahead at
@@ -259,8 +262,8 @@ void set_wna16_wgmma_staged_y(int mode);
 // Whether each block of the wgmma kernel's stream-K grid walks the segments of its split tiles before its whole tiles
 // (kernels/cuda/stream_k_walk.h): their fix-ups then read partial sums written moments before, and the blocks end on
 // whole tiles instead of all summing partials at the end. The same bits either way. QLM_WGMMA_HEAD_FIRST=1 turns it on
-// (off by default until measured); set_wna16_wgmma_head_first (0 / 1) overrides the environment for tests (-1: back
-// to it).
+// (off by default: within 1.2 % of the walk in order where measured, v8a); set_wna16_wgmma_head_first (0 / 1)
+// overrides the environment for tests (-1: back to it).
 bool wna16_wgmma_head_first();
 void set_wna16_wgmma_head_first(int mode);
 // A cap on the wgmma kernel's grid, in clusters (tuning: QLM_WGMMA_BLOCKS=n, used as given, no aligned grid), to
@@ -268,11 +271,9 @@ void set_wna16_wgmma_head_first(int mode);
 // tests that need blocks covering several tiles on small layers; 0: none. set_wna16_wgmma_blocks overrides the
 // environment for tests (0: back to it).
 int64_t wna16_wgmma_max_blocks();
-// Whether the wgmma grid may split tiles in halves (wna16_wgmma_grid): QLM_WGMMA_HALF_TILES=0 turns it off (tuning);
-// set_wna16_wgmma_half_tiles (0 / 1) overrides the environment for tests (-1: back to it).
-bool wna16_wgmma_half_tiles();
-void set_wna16_wgmma_half_tiles(int mode);
 void set_wna16_wgmma_blocks(int blocks);
+// Whether the wgmma grid may split tiles in halves (wna16_wgmma_grid): QLM_WGMMA_HALF_TILES=0 turns it off (tuning).
+bool wna16_wgmma_half_tiles();
 namespace cuda {
 int wna16_fixup_mode();
 }  // namespace cuda
