@@ -115,6 +115,71 @@ def quantize(name, out_root, calibration_seed):
     return gap
 
 
+FP4_SCHEMES = {"nvfp4a16": "NVFP4A16", "mxfp4a16": "MXFP4A16"}
+FP4_NAMES = ["llama-gqa", "qwen3-qknorm"]
+
+
+def fp4_reference_state(out, reference):
+    """The float model's state with every quantized linear replaced by compressed-tensors' own dequantization
+    of the saved tensors (its `dequantize` with the scheme's args, in float32: the decompressor would round
+    the result to bfloat16)."""
+    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+    from compressed_tensors.compressors.mx_utils import decompress_mx_scale
+    from compressed_tensors.quantization import QuantizationConfig
+    from compressed_tensors.quantization.lifecycle.forward import dequantize
+    from safetensors.torch import load_file
+    config = json.loads((out / "config.json").read_text())["quantization_config"]
+    qc = QuantizationConfig.model_validate(config)
+    args = next(iter(qc.config_groups.values())).weights
+    tensors = load_file(str(out / "model.safetensors"))
+    state = reference.state_dict()
+    for key in [k for k in tensors if k.endswith(".weight_packed")]:
+        module = key[: -len(".weight_packed")]
+        packed = tensors[key]
+        codes = unpack_fp4_from_uint8(packed, packed.shape[0], packed.shape[1] * 2, dtype=torch.float32)
+        scale = tensors[module + ".weight_scale"]
+        scale = decompress_mx_scale(scale).float() if scale.dtype == torch.uint8 else scale.float()
+        global_scale = tensors.get(module + ".weight_global_scale")
+        state[module + ".weight"] = dequantize(x_q=codes, scale=scale, args=args, dtype=torch.float32,
+                                               global_scale=None if global_scale is None else global_scale.float())
+    for key, value in tensors.items():
+        if not key.endswith((".weight_packed", ".weight_scale", ".weight_global_scale")):
+            state[key] = value.float()
+    if reference.config.tie_word_embeddings:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    return state
+
+
+def build_fp4(name, out_root, suffix):
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    model, tok_dir, _, ids, seed = float_model(name)
+    prompt = ids[: base.PROMPT_LEN]
+    # llm-compressor 0.14 reads the model's config.json from name_or_path: the float fixture's.
+    model.config.name_or_path = str(ROOT / "tests/data/models" / name)
+    model = oneshot(model=model, recipe=QuantizationModifier(targets="Linear", scheme=FP4_SCHEMES[suffix],
+                                                             ignore=["lm_head"]))
+    out = out_root / f"{name}-ct-{suffix}"
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out, save_compressed=True)
+    (out / "generation_config.json").unlink(missing_ok=True)
+    base.copy_tokenizer(tok_dir, out)
+
+    reference, _, _, _, _ = float_model(name)
+    reference.load_state_dict(fp4_reference_state(out, reference), strict=True)
+    logits, new_ids, gap = base.references(reference, ids, prompt)
+    base.write_reference(out, ids, prompt, logits, new_ids, gap, seed, {
+        "format": f"compressed-tensors {FP4_SCHEMES[suffix]} (llm-compressor QuantizationModifier, round to nearest)",
+        "reference_weights": "compressed-tensors dequantize of the saved tensors in float32",
+        "generator": "scripts/make_tool_model_fixtures.py",
+        "compressed_tensors_version": compressed_tensors.__version__,
+        "llmcompressor_version": llmcompressor.__version__,
+    })
+    for f in out.iterdir():
+        f.chmod(0o644)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"{name}-ct-{suffix}: min top-2 gap {gap:.4f}, {size / 1e6:.2f} MB")
+
+
 def awq_module():
     """AutoAWQ 0.2.9 imports a GELU class that transformers 4.57 renamed; alias it before importing."""
     import transformers.activations as activations
@@ -188,14 +253,18 @@ def build_awq(name, out_root):
 def main():
     args = sys.argv[1:]
     out_root = Path(args[0]) if args else ROOT / "tests" / "data" / "models"
-    tools = [a for a in args[1:] if a in ("ct", "awq")] or ["ct", "awq"]
-    names = [a for a in args[1:] if a not in ("ct", "awq")]
+    tools = [a for a in args[1:] if a in ("ct", "awq", "fp4")] or ["ct", "awq", "fp4"]
+    names = [a for a in args[1:] if a not in ("ct", "awq", "fp4")]
     for name in names or NAMES:
         if "ct" in tools:
             build(name, out_root)
     for name in names or AWQ_NAMES:
         if "awq" in tools:
             build_awq(name, out_root)
+    for name in names or FP4_NAMES:
+        if "fp4" in tools:
+            for suffix in FP4_SCHEMES:
+                build_fp4(name, out_root, suffix)
 
 
 if __name__ == "__main__":

@@ -105,6 +105,27 @@ inline float e4m3_to_f32(uint8_t v) {
 
 inline bool e4m3_is_nan(uint8_t v) { return (v & 0x7fu) == 0x7fu; }
 
+// ---- fp4 e2m1 (OCP MX / NVFP4 elements): S.EE.M, bias 1, no infinities or NaN; magnitudes 0, 0.5, 1, 1.5, 2, 3,
+// 4, 6. Every value is exact in e4m3 (and bf16). ----
+inline float e2m1_to_f32(uint8_t nibble) {
+  constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMagnitude[nibble & 7u];
+  return (nibble & 8u) ? -m : m;
+}
+// The e4m3 code of the same value (sign kept, so nibble 8, -0, gives 0x80).
+inline uint8_t e2m1_to_e4m3(uint8_t nibble) {
+  constexpr uint8_t kMagnitude[8] = {0x00, 0x30, 0x38, 0x3C, 0x40, 0x44, 0x48, 0x4C};
+  return static_cast<uint8_t>(kMagnitude[nibble & 7u] | ((nibble & 8u) << 4));
+}
+
+// ---- e8m0 (OCP MX block scales): an unsigned biased exponent, 2^(e - 127); 0xFF is NaN. ----
+inline bool e8m0_is_nan(uint8_t e) { return e == 0xFFu; }
+inline float e8m0_to_f32(uint8_t e) {
+  if (e8m0_is_nan(e)) return f32_from_bits(0x7fc00000u);
+  // 2^-127 is below the normal range: the subnormal with only mantissa bit 22 set.
+  return e == 0 ? f32_from_bits(0x00400000u) : f32_from_bits(static_cast<uint32_t>(e) << 23);
+}
+
 // ---- fp8 e5m2: bias 15, IEEE-like with infinities (0x7C) and NaNs, largest finite 57344 ----
 inline constexpr float kE5M2Max = 57344.0f;
 // Overflow rounds to infinity unless `saturate`, which clamps finite values and infinities to

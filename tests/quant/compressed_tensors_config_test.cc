@@ -81,11 +81,14 @@ TEST(CompressedTensorsConfig, QuantArgsValidators) {  // B.5 item 18
 }
 
 TEST(CompressedTensorsConfig, OtherSchemesNotSupportedYet) {
-  // FP8/INT8 W8A8 schemes (float-/int-quantized) and the fp8 KV cache are served by the W8A8 work
-  // (src/quant/w8a8_method.*); what is still unsupported is rejected naming the scheme.
-  EXPECT_QLM_ERROR(parse(R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})",
-                         "nvfp4-pack-quantized"),
-                   "config.unsupported_scheme", "nvfp4-pack-quantized");
+  // FP8/INT8 W8A8 schemes (float-/int-quantized), the fp8 KV cache (src/quant/w8a8_method.*) and float4
+  // weight-only NVFP4A16 / MXFP4A16 (src/quant/fp4_method.*) load; what is still unsupported is rejected
+  // naming the scheme.
+  EXPECT_QLM_ERROR(
+      parse(R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})", "nvfp4-pack-quantized",
+            R"(, "input_activations": {"num_bits": 4, "type": "float", "strategy": "tensor_group",
+                               "group_size": 16, "dynamic": "local"})"),
+      "config.unsupported_scheme", "NVFP4 W4A4");
   EXPECT_QLM_ERROR(parse(R"({"num_bits": 8, "strategy": "channel"})", "naive-quantized"), "config.unsupported_scheme",
                    "naive-quantized");
   EXPECT_QLM_ERROR(parse(R"({"num_bits": 2, "group_size": 128})"), "config.unsupported_scheme", "4 or 8 bits");

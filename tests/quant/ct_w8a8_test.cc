@@ -201,14 +201,12 @@ TEST(CtW8A8, UnsupportedSchemesAreNamed) {
     EXPECT_QLM_ERROR(make_quant_config(json), "config.unsupported_scheme", fragment);
   };
   expect(ct_json("nvfp4-pack-quantized",
-                 R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})", ""),
-         "NVFP4 W4A16");
-  expect(ct_json("nvfp4-pack-quantized",
                  R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})",
                  R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local"})"),
          "NVFP4 W4A4");
-  expect(ct_json("mxfp4-pack-quantized", R"({"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32})", ""),
-         "MXFP4");
+  expect(ct_json("mxfp4-pack-quantized", R"({"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32})",
+                 R"({"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32, "dynamic": true})"),
+         "MXFP4 W4A4");
   expect(ct_json("pack-quantized", R"({"num_bits": 4, "strategy": "group", "group_size": 128})",
                  R"({"num_bits": 8, "type": "int", "strategy": "token", "dynamic": true})"),
          "W4A8 int");

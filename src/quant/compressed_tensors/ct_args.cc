@@ -110,6 +110,7 @@ QuantArgs parse_quant_args(const io::JsonView& a) {
   q.block_structure = parse_block(a);
   q.dynamic = parse_dynamic(a);
   q.actorder = parse_actorder(a);
+  q.scale_dtype = a.opt_string("scale_dtype");
   if (auto s = a.opt_string("strategy")) {
     q.strategy = parse_strategy(a, *s);
   } else if (!q.group_size) {

@@ -28,6 +28,7 @@ struct QuantArgs {
   std::optional<std::pair<int64_t, int64_t>> block_structure;
   Dynamic dynamic = Dynamic::Static;
   ActOrder actorder = ActOrder::None;
+  std::optional<std::string> scale_dtype;  // as written ("torch.float8_e4m3fn", "torch.uint8"); null: the default
   std::string describe() const;  // "int4 sym group(128) actorder=group"
 };
 

@@ -17,8 +17,9 @@ constexpr const char* kKnownFormats[] = {"dense",           "sparse-bitmask",   
 
 [[noreturn]] void unsupported(const io::JsonView& where, const std::string& what) {
   fail("config.unsupported_scheme", {.file = where.source(), .tensor = {}, .layer = {}},
-       "qlm loads compressed-tensors pack-quantized WNA16 (int4/int8 weights), float-quantized FP8 W8A8/W8A16 and "
-       "int-/naive-quantized INT8 W8A8 checkpoints; other schemes are not implemented yet",
+       "qlm loads compressed-tensors pack-quantized WNA16 (int4/int8 weights), float-quantized FP8 W8A8/W8A16, "
+       "int-/naive-quantized INT8 W8A8 and nvfp4-/mxfp4-pack-quantized float4 weight-only (NVFP4A16, MXFP4A16) "
+       "checkpoints; other schemes are not implemented yet",
        "{}: {} is not supported yet", where.path().empty() ? "quantization_config" : where.path(), what);
 }
 
@@ -74,6 +75,15 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
         fmt::format("format '{}' with weights {}{}{}", format, weights ? weights->describe() : "unquantized",
                     inputs ? ", input activations " + inputs->describe() : "",
                     outputs ? ", output activations " + outputs->describe() : "");
+    std::string fp4_why;
+    if (std::optional<Fp4Scheme> fp4 = ct::fp4_weight_only_scheme(format, weights, inputs, outputs, &fp4_why)) {
+      grp.weights = *weights;
+      grp.fp4 = *fp4;
+      grp.format = format;
+      c->groups_.push_back(std::move(grp));
+      continue;
+    }
+    if (!fp4_why.empty()) unsupported(g, fmt::format("the scheme {} ({})", scheme_desc, fp4_why));
     if (std::string known = ct::known_unsupported(format, weights, inputs); !known.empty())
       unsupported(g, fmt::format("the scheme {} ({})", scheme_desc, known));
     if (format != "pack-quantized" && ct::is_activation_format(format) && weights && !outputs) {
@@ -111,7 +121,9 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
 std::optional<CompressedTensorsConfig::Scheme> CompressedTensorsConfig::resolve(const std::string& module,
                                                                                  LayerInfo::Kind kind) const {
   auto of = [](const Group& g) {
-    return g.w8a8 ? Scheme{.wna16 = std::nullopt, .w8a8 = g.w8a8} : Scheme{.wna16 = g.scheme, .w8a8 = std::nullopt};
+    if (g.fp4) return Scheme{.wna16 = std::nullopt, .w8a8 = std::nullopt, .fp4 = g.fp4};
+    if (g.w8a8) return Scheme{.wna16 = std::nullopt, .w8a8 = g.w8a8, .fp4 = std::nullopt};
+    return Scheme{.wna16 = g.scheme, .w8a8 = std::nullopt, .fp4 = std::nullopt};
   };
   if (ignore_.matches(module)) return std::nullopt;
   for (const Group& g : groups_)
@@ -151,10 +163,12 @@ std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const L
   };
   std::function<std::string(const std::optional<Scheme>&)> describe = [](const std::optional<Scheme>& s) {
     if (!s) return std::string("unquantized (ignored or not targeted)");
+    if (s->fp4) return s->fp4->describe();
     return s->w8a8 ? s->w8a8->describe() : s->wna16->describe();
   };
   std::optional<Scheme> scheme = resolve_fused_scheme(layer, resolve_one, describe);
   if (!scheme) return make_unquantized_linear_method();
+  if (scheme->fp4) return std::make_unique<Fp4LinearMethod>("compressed-tensors", *scheme->fp4);
   if (scheme->w8a8) return std::make_unique<W8A8LinearMethod>("compressed-tensors", *scheme->w8a8);
   return std::make_unique<CtWNA16LinearMethod>(*scheme->wna16);
 }
@@ -162,7 +176,10 @@ std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const L
 std::string CompressedTensorsConfig::describe() const {
   std::string s = "compressed-tensors";
   for (const Group& g : groups_)
-    s += fmt::format(" {}: {} {}", g.name, g.format, g.w8a8 ? g.w8a8->describe() : g.weights.describe());
+    s += fmt::format(" {}: {} {}", g.name, g.format,
+                     g.fp4    ? g.fp4->describe()
+                     : g.w8a8 ? g.w8a8->describe()
+                              : g.weights.describe());
   if (kv_cache_scheme_) s += " kv_cache=fp8";
   if (!ignore_.empty()) s += fmt::format(" ignore={}", ignore_.size());
   return s;

@@ -1,7 +1,8 @@
 // compressed-tensors quantization config (llm-compressor output; FORMATS.md §2.6): `format`,
 // `config_groups` (targets + QuantizationArgs), `ignore` (exact names or `re:` full-match regexes).
 // Schemes: pack-quantized WNA16 (int 4/8-bit weights, group or channel, symmetric or not,
-// actorder) and the 8-bit float-/int-/naive-quantized W8A8 / W8A16 schemes (ct_w8a8.h), in the
+// actorder), the 8-bit float-/int-/naive-quantized W8A8 / W8A16 schemes and float4 weight-only NVFP4A16 /
+// MXFP4A16 (ct_w8a8.h, quant/fp4_method.h), in the
 // dispatch order of FORMATS.md §2.6; every other scheme is rejected at config time naming it.
 #pragma once
 
@@ -40,10 +41,11 @@ class CompressedTensorsConfig final : public QuantizationConfig {
   // Whether kv_cache_scheme asks for an fp8 KV cache with checkpoint scales.
   bool has_kv_cache_scheme() const { return kv_cache_scheme_; }
 
-  // Either scheme of a group (exactly one set), for fused-layer resolution.
+  // The scheme of a group (exactly one set), for fused-layer resolution.
   struct Scheme {
     std::optional<WNA16Scheme> wna16;
     std::optional<W8A8Scheme> w8a8;
+    std::optional<Fp4Scheme> fp4;
     friend bool operator==(const Scheme&, const Scheme&) = default;
   };
 
@@ -55,6 +57,7 @@ class CompressedTensorsConfig final : public QuantizationConfig {
     ct::QuantArgs weights;
     WNA16Scheme scheme;
     std::optional<W8A8Scheme> w8a8;  // set for 8-bit groups (then `scheme` is unused)
+    std::optional<Fp4Scheme> fp4;    // set for float4 weight-only groups (likewise)
     std::string format;
   };
   std::optional<Scheme> resolve(const std::string& module, LayerInfo::Kind kind) const;

@@ -11,9 +11,9 @@ std::string known_unsupported(const std::string& format, const std::optional<Qua
                               const std::optional<QuantArgs>& in) {
   if (!w) return "";
   const bool float4 = w->type == QuantType::Float && w->num_bits == 4;
-  if (float4 && w->strategy == Strategy::TensorGroup && w->group_size == 16)
-    return in ? "NVFP4 W4A4 (float4 weights and activations)" : "NVFP4 W4A16 (float4 weights, group 16)";
-  if (float4 && w->group_size == 32) return "MXFP4 (float4 weights, group 32)";
+  if (float4 && in)
+    return w->group_size == 16 ? "NVFP4 W4A4 (float4 weights and activations; NVFP4A16 weight-only loads)"
+                               : "MXFP4 W4A4 (float4 weights and activations; MXFP4A16 weight-only loads)";
   if (w->type == QuantType::Float && w->num_bits == 8 && w->group_size == 32) return "MXFP8 (float8 weights, group 32)";
   if (format == "nvfp4-pack-quantized" || format == "mxfp4-pack-quantized") return format;
   if (w->type == QuantType::Int && w->num_bits == 4 && in && in->num_bits == 8)
@@ -21,6 +21,34 @@ std::string known_unsupported(const std::string& format, const std::optional<Qua
                                         : "W4A8 int (int4 weights, int8 activations)";
   if (format == "marlin-24" || format == "sparse-24-bitmask") return "Sparse24 (2:4 sparsity)";
   return "";
+}
+
+std::optional<Fp4Scheme> fp4_weight_only_scheme(const std::string& format, const std::optional<QuantArgs>& w,
+                                                const std::optional<QuantArgs>& in, const std::optional<QuantArgs>& out,
+                                                std::string* why) {
+  if (!w || w->type != QuantType::Float || w->num_bits != 4 || in) return std::nullopt;
+  auto no = [&](const std::string& reason) -> std::optional<Fp4Scheme> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (out) return no("output activations are not quantized by any float4 scheme");
+  if (!w->symmetric) return no("float4 weights are symmetric (no zero point)");
+  if (w->dynamic != Dynamic::Static) return no("float4 weights must be statically quantized");
+  if (w->actorder != ActOrder::None) return no("float4 weights take no actorder");
+  const std::string sd = w->scale_dtype.value_or("");
+  if (format == "nvfp4-pack-quantized") {
+    if (w->strategy != Strategy::TensorGroup || w->group_size != 16)
+      return no("NVFP4 weights are strategy tensor_group with group_size 16");
+    if (!sd.empty() && sd != "torch.float8_e4m3fn") return no("NVFP4 block scales are float8_e4m3fn, not " + sd);
+    return Fp4Scheme{.kind = Fp4Kind::Nvfp4, .group_size = 16};
+  }
+  if (format == "mxfp4-pack-quantized") {
+    if (w->strategy != Strategy::Group || w->group_size != 32)
+      return no("MXFP4 weights are strategy group with group_size 32");
+    if (!sd.empty() && sd != "torch.uint8") return no("MXFP4 block scales are uint8 (e8m0) exponents, not " + sd);
+    return Fp4Scheme{.kind = Fp4Kind::Mxfp4, .group_size = 32};
+  }
+  return no("float4 weights are stored as nvfp4-pack-quantized or mxfp4-pack-quantized, not '" + format + "'");
 }
 
 std::optional<W8A8Scheme> w8a8_scheme(const std::string& format, const QuantArgs& w,
