@@ -247,8 +247,7 @@ TEST(ScaledMMFp8, NanCodesReachTheirColumns) {
   }
 }
 
-// Unaligned block shards: local column 0 at global k = phase inside a block.// Unaligned block shards: local column 0
-// at global k = phase inside a block.
+// Unaligned block shards: local column 0 at global k = phase inside a block.
 TEST(ScaledMMFp8, BlockScalesWithPhase) {
   Problem p =
       make_problem(W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::DynamicTokenGroup, true, 5, 40, 100, 3, 32, 20);
@@ -256,6 +255,30 @@ TEST(ScaledMMFp8, BlockScalesWithPhase) {
   for (const auto& e : ScaledMMKernelRegistry::instance().entries()) {
     if (e.can_implement(p.c)) continue;
     EXPECT_LE(rel_mean_error(run_kernel(e, p, nullptr), ref), 1e-5) << e.name;
+  }
+}
+
+// Block scales of 2^k keep every folded weight exact in bf16 (FP4 weights with e8m0 scales, quant/fp4_method.h):
+// cpu_fast_fp8 then streams 2 bytes a weight instead of 4, with the same results.
+TEST(ScaledMMFp8, PowerOfTwoBlockScalesFoldIntoBf16) {
+  const auto* e = ScaledMMKernelRegistry::instance().find("cpu_fast_fp8");
+  ASSERT_NE(e, nullptr);
+  for (bool pow2 : {true, false}) {
+    Problem p = make_problem(W8Type::Fp8E4M3, WeightScaleKind::Block, ActScheme::None, true, 7, 45, 96, 21, 16);
+    p.c.block_n = 1;
+    if (pow2) {
+      float* s = p.w.weight_scale.data<float>();
+      for (int64_t i = 0; i < p.w.weight_scale.numel(); ++i) s[i] = std::ldexp(1.0f, -3 - static_cast<int>(i % 9));
+    }
+    if (auto why = e->can_implement(p.c)) GTEST_SKIP() << *why;
+    auto k = e->create(p.c);
+    ScaledMMWeights w = p.w;
+    w.codes = p.w.codes.clone();
+    w.weight_scale = p.w.weight_scale.clone();
+    k->prepare(std::move(w));
+    const size_t per_weight = k->weight_bytes() / static_cast<size_t>(p.c.K_p * 64);  // 45 columns pad to 2 tiles
+    EXPECT_EQ(per_weight, pow2 ? 2u : 4u) << "pow2=" << pow2;
+    EXPECT_LE(rel_mean_error(run_kernel(*e, p, nullptr), reference(p, nullptr)), 1e-6) << "pow2=" << pow2;
   }
 }
 

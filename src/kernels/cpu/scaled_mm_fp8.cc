@@ -2,10 +2,11 @@
 // (4 significant bits, exponents 2^-9 .. 2^8), and so do e4m3-quantized activations, so with
 // per-tensor / per-channel scales the GEMM runs on the unscaled codes and both scales multiply the
 // f32 result: products are exact, only the f32 accumulation rounds. Block scales vary along K, so
-// they are folded into f32 weights (one rounding per weight) and the per-group activation scales
-// into the activations.
+// they are folded into f32 weights (one rounding per weight; bf16 where every folded weight is exact
+// in bf16) and the per-group activation scales into the activations.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "core/float_convert.h"
@@ -50,12 +51,20 @@ class Fp8FastKernel final : public ScaledMMKernel {
       auto out = f.span<float>();
       const float* s = w.weight_scale.data<float>();
       const int64_t cols = w.weight_scale.size(1);
+      std::atomic<bool> bf16_exact = true;
       compute_pool().parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+        uint32_t low_bits = 0;
         for (int64_t n = n0; n < n1; ++n)
-          for (int64_t k = 0; k < K; ++k)
-            out[n * K + k] = value[codes[n * K + k]] * s[n * cols + (k + w.k_phase) / w.block_k];
+          for (int64_t k = 0; k < K; ++k) {
+            const float v = value[codes[n * K + k]] * s[n * cols + (k + w.k_phase) / w.block_k];
+            out[n * K + k] = v;
+            low_bits |= f32_bits(v) & 0xFFFFu;
+          }
+        if (low_bits != 0) bf16_exact.store(false, std::memory_order_relaxed);
       });
-      packed_ = pack_dense(f);
+      // Scales that keep every product exact in bf16 (powers of two: MXFP4's e8m0, FP8 block scales of 2^k)
+      // stream at 2 bytes a weight, with the same values.
+      packed_ = pack_dense(bf16_exact.load() ? f.to(DType::BF16) : f);
     }
     scalars_.K = K;
     scalars_.N = N;
