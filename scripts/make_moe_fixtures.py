@@ -2,8 +2,8 @@
 """Builds the tiny mixture-of-experts model fixtures under tests/data/models/ with transformers, in the
 layout of scripts/make_model_fixtures.py (whose helpers it imports; see tests/data/models/README.md).
 
-Run with the fixture venv (torch CPU + transformers; llm-compressor for `ct`):
-    /opt/fixvenv/bin/python3 scripts/make_moe_fixtures.py [OUT_DIR] [ct]
+Run with the fixture venv (torch CPU + transformers; llm-compressor for `ct` and `fp4`):
+    /opt/fixvenv/bin/python3 scripts/make_moe_fixtures.py [OUT_DIR] [ct | fp4 [NAME [NVFP4A16|MXFP4A16]]]
 
 For every architecture below it writes two directories:
   <name>/       the transformers model saved in float32
@@ -24,6 +24,11 @@ With `ct`, the float fixtures already written are quantized by llm-compressor's 
 algorithm with calibration) into compressed-tensors pack-quantized W4A16, asymmetric, group 32, routers
 ignored, saved as the tool writes it  ->  <name>-ct-w4a16/; the reference is transformers on the
 checkpoint reloaded and decompressed by compressed-tensors, in float32.
+
+With `fp4 NAME SCHEME` (default qwen3-moe NVFP4A16), one float MoE fixture is quantized by llm-compressor's
+QuantizationModifier with that preset (float4 weights, round to nearest, routers ignored)  ->
+NAME-ct-nvfp4a16/ or NAME-ct-mxfp4a16/ (refused when the router gap falls below ROUTER_GAP); the reference is transformers on
+compressed-tensors' own dequantization of the saved tensors in float32 (make_tool_model_fixtures.py's).
 
 Besides the top-1/top-2 logit gap of make_model_fixtures.py, a seed is skipped when any token's k-th
 and (k+1)-th router probabilities are closer than ROUTER_GAP anywhere in the references: the expert
@@ -104,6 +109,8 @@ class RouterGap:
         assert self.handles, "no router found"
 
     def hook(self, module, inputs, output):
+        if isinstance(output, tuple):  # transformers 5 routers return (logits, weights, indices)
+            output = output[0]
         p = torch.softmax(output.double().reshape(-1, output.shape[-1]), dim=-1)
         top = torch.topk(p, self.top_k + 1, dim=-1).values
         self.gap = min(self.gap, float((top[:, self.top_k - 1] - top[:, self.top_k]).min()))
@@ -228,10 +235,53 @@ def build_ct(name, top_k, out_root, group=32, calibration_rows=16):
     print(f"{name}-ct-w4a16: calibration seed {calibration_seed}, gaps {gap:.4f}, router {rgap:.4f}, {size / 1e6:.2f} MB")
 
 
+def build_fp4(name, top_k, out_root, scheme="NVFP4A16"):
+    import compressed_tensors
+    import llmcompressor
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from make_tool_model_fixtures import fp4_reference_model
+
+    src = out_root / name
+    expected = json.loads((src / "expected.json").read_text())
+    ids, prompt = expected["tokens"], expected["greedy"]["prompt"]
+    ignore = ["lm_head", "re:.*mlp\\.gate$", "re:.*block_sparse_moe\\.gate$", "re:.*shared_expert_gate$"]
+    out = out_root / f"{name}-ct-{scheme.lower()}"
+    model = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.float32).eval()
+    model = oneshot(model=model, recipe=QuantizationModifier(targets="Linear", scheme=scheme, ignore=ignore))
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out, save_compressed=True)
+    (out / "generation_config.json").unlink(missing_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        if (src / f).exists():
+            shutil.copy(src / f, out / f)
+    reference = fp4_reference_model(out, src)
+    logits, new_ids, gap, rgap = references(reference, ids, prompt, top_k)
+    if rgap < ROUTER_GAP:
+        raise SystemExit(f"{out.name}: router gap {rgap:.2e} < {ROUTER_GAP}: the expert choice would hinge on rounding")
+    mf.write_reference(out, ids, prompt, logits, new_ids, gap, expected["seed"], {
+        "format": f"compressed-tensors {scheme} (llm-compressor QuantizationModifier, round to nearest), routers ignored",
+        "reference_weights": "compressed-tensors dequantize of the saved tensors in float32",
+        "min_router_gap": rgap,
+        "generator": "scripts/make_moe_fixtures.py fp4",
+        "compressed_tensors_version": compressed_tensors.__version__,
+        "llmcompressor_version": llmcompressor.__version__,
+    })
+    for f in out.iterdir():
+        f.chmod(0o644)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"{out.name}: gaps {gap:.4f}, router {rgap:.4f}, {size / 1e6:.2f} MB")
+
+
 def main():
     out_root = Path(sys.argv[1]) if len(sys.argv) > 1 else mf.ROOT / "tests" / "data" / "models"
     out_root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
+    if len(sys.argv) > 2 and sys.argv[2] == "fp4":
+        name = sys.argv[3] if len(sys.argv) > 3 else "qwen3-moe"
+        scheme = sys.argv[4] if len(sys.argv) > 4 else "NVFP4A16"
+        build_fp4(name, next(f[4] for f in FIXTURES if f[0] == name), out_root, scheme)
+        return
     if len(sys.argv) > 2 and sys.argv[2] == "ct":
         for name, _, _, _, top_k in FIXTURES:
             build_ct(name, top_k, out_root)

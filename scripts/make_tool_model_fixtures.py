@@ -119,20 +119,22 @@ FP4_SCHEMES = {"nvfp4a16": "NVFP4A16", "mxfp4a16": "MXFP4A16"}
 FP4_NAMES = ["llama-gqa", "qwen3-qknorm"]
 
 
-def fp4_reference_state(out, reference):
-    """The float model's state with every quantized linear replaced by compressed-tensors' own dequantization
-    of the saved tensors (its `dequantize` with the scheme's args, in float32: the decompressor would round
-    the result to bfloat16)."""
-    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+def fp4_reference_model(out, float_dir):
+    """transformers on the saved checkpoint with every quantized linear replaced by compressed-tensors' own
+    dequantization of its tensors (its `dequantize` with the scheme's args, in float32: the decompressor would round
+    the result to bfloat16), loaded from a float checkpoint of the same names with `float_dir`'s config (so
+    transformers' own name conversions, e.g. fused MoE experts, apply as to any checkpoint)."""
+    import tempfile
     from compressed_tensors.compressors.mx_utils import decompress_mx_scale
+    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
     from compressed_tensors.quantization import QuantizationConfig
     from compressed_tensors.quantization.lifecycle.forward import dequantize
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, save_file
     config = json.loads((out / "config.json").read_text())["quantization_config"]
     qc = QuantizationConfig.model_validate(config)
     args = next(iter(qc.config_groups.values())).weights
     tensors = load_file(str(out / "model.safetensors"))
-    state = reference.state_dict()
+    state = {}
     for key in [k for k in tensors if k.endswith(".weight_packed")]:
         module = key[: -len(".weight_packed")]
         packed = tensors[key]
@@ -144,10 +146,13 @@ def fp4_reference_state(out, reference):
                                                global_scale=None if global_scale is None else global_scale.float())
     for key, value in tensors.items():
         if not key.endswith((".weight_packed", ".weight_scale", ".weight_global_scale")):
-            state[key] = value.float()
-    if reference.config.tie_word_embeddings:
-        state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    return state
+            state[key] = value.float().contiguous()
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(Path(float_dir) / "config.json", Path(tmp) / "config.json")
+        save_file(state, str(Path(tmp) / "model.safetensors"), metadata={"format": "pt"})
+        model = AutoModelForCausalLM.from_pretrained(tmp, torch_dtype=torch.float32).eval()
+    model.config._attn_implementation = "eager"
+    return model
 
 
 def build_fp4(name, out_root, suffix):
@@ -164,8 +169,7 @@ def build_fp4(name, out_root, suffix):
     (out / "generation_config.json").unlink(missing_ok=True)
     base.copy_tokenizer(tok_dir, out)
 
-    reference, _, _, _, _ = float_model(name)
-    reference.load_state_dict(fp4_reference_state(out, reference), strict=True)
+    reference = fp4_reference_model(out, ROOT / "tests/data/models" / name)
     logits, new_ids, gap = base.references(reference, ids, prompt)
     base.write_reference(out, ids, prompt, logits, new_ids, gap, seed, {
         "format": f"compressed-tensors {FP4_SCHEMES[suffix]} (llm-compressor QuantizationModifier, round to nearest)",
