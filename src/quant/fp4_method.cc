@@ -36,7 +36,7 @@ Fp4LinearMethod::Fp4LinearMethod(std::string format, Fp4Scheme scheme) : format_
 
 std::string Fp4LinearMethod::describe() const {
   std::string s = fmt::format("{} {}", format_, scheme_.describe());
-  if (!kernel_name_.empty()) s += fmt::format(" [{}]", kernel_name_);
+  if (!kernel_.name().empty()) s += fmt::format(" [{}]", kernel_.name());
   return s;
 }
 
@@ -76,21 +76,18 @@ void Fp4LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
         Parameter("weight_global_scale", ParamKind::PerTensorScale, {static_cast<int64_t>(parts_.size())}, DType::F32));
 
   const QuantContext& ctx = layer.quant_context();
-  cfg_ = ScaledMMConfig{};
-  cfg_.K_p = K_p;
-  cfg_.N_p = N_p_;
-  cfg_.weight_type = W8Type::Fp8E4M3;
-  cfg_.weight_scale = WeightScaleKind::Block;
-  cfg_.block_n = 1;
-  cfg_.block_k = g;
-  cfg_.act = ActScheme::None;
-  cfg_.act_dtype = ctx.act_dtype;
-  cfg_.device = ctx.device;
-  cfg_.capability = ctx.capability;
-  auto [entry, selection] = ScaledMMKernelRegistry::instance().select(
-      cfg_, ctx.device.type, ctx.kernels.backend_for(format_), "fp4 weight-only linear", name);
-  layer.kernel_selection = selection;
-  kernel_name_ = entry->name;
+  ScaledMMConfig cfg;
+  cfg.K_p = K_p;
+  cfg.N_p = N_p_;
+  cfg.weight_type = W8Type::Fp8E4M3;
+  cfg.weight_scale = WeightScaleKind::Block;
+  cfg.block_n = 1;
+  cfg.block_k = g;
+  cfg.act = ActScheme::None;
+  cfg.act_dtype = ctx.act_dtype;
+  cfg.device = ctx.device;
+  cfg.capability = ctx.capability;
+  kernel_.choose(layer, cfg, format_, "fp4 weight-only linear");
 }
 
 // F32 [N_p, K_p / group]: each block scale decoded, divided by its part's global scale (NVFP4), validated.
@@ -146,27 +143,11 @@ void Fp4LinearMethod::process_weights_after_loading(LinearLayer& layer) {
   w.weight_scale = block_multipliers(layer);
   w.block_k = scheme_.group_size;
   w.k_phase = 0;
-  const auto* entry = ScaledMMKernelRegistry::instance().find(kernel_name_);
-  QLM_CHECK(entry != nullptr);
-  kernel_ = entry->create(cfg_);
-  if (keep_) {
-    ScaledMMWeights copy = w;
-    copy.codes = w.codes.clone();
-    copy.weight_scale = w.weight_scale.clone();
-    kept_ = std::move(copy);
-  }
-  kernel_->prepare(std::move(w));
+  kernel_.prepare(std::move(w));
 }
 
 Tensor Fp4LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) {
-  if (!kernel_)
-    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
-         "call finalize() after loading every tensor", "layer {} ran forward before process_weights_after_loading",
-         layer.prefix());
-  Tensor in = x.contiguous();
-  Tensor y = allocate_linear_output(in, N_p_);
-  kernel_->run(in, y, bias);
-  return y;
+  return kernel_.run(layer, x, bias);
 }
 
 }  // namespace qlm

@@ -14,13 +14,13 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/scaled_mm.h"
 #include "layers/linear.h"
 #include "quant/quantization_config.h"
+#include "quant/scaled_mm_layer_kernel.h"
 
 namespace qlm {
 
@@ -48,10 +48,7 @@ class Fp4LinearMethod final : public LinearMethod {
   std::string describe() const override;
 
   const Fp4Scheme& scheme() const { return scheme_; }
-  const ScaledMMConfig& kernel_config() const { return cfg_; }
-  // The standard form handed to the kernel, kept when keep_standard_form(true) (tests).
-  void keep_standard_form(bool keep) { keep_ = keep; }
-  const std::optional<ScaledMMWeights>& standard_form() const { return kept_; }
+  const ScaledMMConfig& kernel_config() const { return kernel_.config(); }
 
  private:
   Tensor block_multipliers(LinearLayer& layer) const;
@@ -59,11 +56,7 @@ class Fp4LinearMethod final : public LinearMethod {
   Fp4Scheme scheme_;
   int64_t K_p_ = 0, N_p_ = 0;
   std::vector<int64_t> parts_;
-  ScaledMMConfig cfg_;
-  std::string kernel_name_;
-  std::unique_ptr<ScaledMMKernel> kernel_;
-  bool keep_ = false;
-  std::optional<ScaledMMWeights> kept_;
+  ScaledMMLayerKernel kernel_;
 };
 
 }  // namespace qlm

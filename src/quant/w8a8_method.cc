@@ -59,7 +59,7 @@ W8A8LinearMethod::W8A8LinearMethod(std::string format, W8A8Scheme scheme)
 
 std::string W8A8LinearMethod::describe() const {
   std::string s = fmt::format("{} {}", format_, scheme_.describe());
-  if (!kernel_name_.empty()) s += fmt::format(" [{}]", kernel_name_);
+  if (!kernel_.name().empty()) s += fmt::format(" [{}]", kernel_.name());
   return s;
 }
 
@@ -97,8 +97,8 @@ void W8A8LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
         layer.add_param(Parameter("weight_scale", ParamKind::PerTensorScale, {n_parts}, DType::F32));
         break;
       case WeightScaleKind::Channel: {
-        Parameter p("weight_scale", ParamKind::ChannelScale,
-                    s.channel_scale_1d ? Shape{N_p_} : Shape{N_p_, 1}, DType::F32);
+        Parameter p("weight_scale", ParamKind::ChannelScale, s.channel_scale_1d ? Shape{N_p_} : Shape{N_p_, 1},
+                    DType::F32);
         p.output_dim = 0;
         layer.add_param(std::move(p));
         break;
@@ -120,8 +120,7 @@ void W8A8LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
             rows = std::max(rows, (off + s.block_n - 1) / s.block_n + (part + s.block_n - 1) / s.block_n);
             off += part;
           }
-          Parameter p(s.block_scale_name, ParamKind::BlockScale, {rows, (K_p + s.block_k - 1) / s.block_k},
-                      DType::F32);
+          Parameter p(s.block_scale_name, ParamKind::BlockScale, {rows, (K_p + s.block_k - 1) / s.block_k}, DType::F32);
           p.input_dim = 1;
           p.output_dim = 0;
           p.block_n = s.block_n;
@@ -139,25 +138,22 @@ void W8A8LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
   }
 
   const QuantContext& ctx = layer.quant_context();
-  cfg_ = ScaledMMConfig{};
-  cfg_.K_p = K_p;
-  cfg_.N_p = N_p_;
-  cfg_.weight_type = s.weight_type;
-  cfg_.weight_scale = s.weight_scale;
+  ScaledMMConfig cfg;
+  cfg.K_p = K_p;
+  cfg.N_p = N_p_;
+  cfg.weight_type = s.weight_type;
+  cfg.weight_scale = s.weight_scale;
   if (s.weight_scale == WeightScaleKind::Tensor && n_parts > 1 && s.fused == FusedTensorScale::Channelwise)
-    cfg_.weight_scale = WeightScaleKind::Channel;
-  cfg_.block_n = s.block_n;
-  cfg_.block_k = s.block_k;
-  cfg_.act = s.act;
-  cfg_.act_group = s.act == ActScheme::DynamicTokenGroup ? s.block_k : 0;
-  cfg_.act_symmetric = s.act_symmetric;
-  cfg_.act_dtype = ctx.act_dtype;
-  cfg_.device = ctx.device;
-  cfg_.capability = ctx.capability;
-  auto [entry, selection] = ScaledMMKernelRegistry::instance().select(
-      cfg_, ctx.device.type, ctx.kernels.backend_for(format_), "scaled-mm linear", name);
-  layer.kernel_selection = selection;
-  kernel_name_ = entry->name;
+    cfg.weight_scale = WeightScaleKind::Channel;
+  cfg.block_n = s.block_n;
+  cfg.block_k = s.block_k;
+  cfg.act = s.act;
+  cfg.act_group = s.act == ActScheme::DynamicTokenGroup ? s.block_k : 0;
+  cfg.act_symmetric = s.act_symmetric;
+  cfg.act_dtype = ctx.act_dtype;
+  cfg.device = ctx.device;
+  cfg.capability = ctx.capability;
+  kernel_.choose(layer, cfg, format_, "scaled-mm linear");
 }
 
 // The weight codes of this rank, quantizing them first for online methods (which also gives the
@@ -186,7 +182,7 @@ Tensor W8A8LinearMethod::weight_scale_of(LinearLayer& layer, Tensor& codes) {
       auto v = slots.span<float>();
       for (size_t i = 0; i < v.size(); ++i)
         check_positive_scale(v[i], lname, "weight_scale", fmt::format("of part {}", i), false);
-      if (cfg_.weight_scale == WeightScaleKind::Channel) {  // FusedTensorScale::Channelwise
+      if (kernel_.config().weight_scale == WeightScaleKind::Channel) {  // FusedTensorScale::Channelwise
         Tensor out = Tensor::empty({N_p_}, DType::F32);
         float* o = out.data<float>();
         int64_t row = 0;
@@ -285,32 +281,22 @@ void W8A8LinearMethod::process_weights_after_loading(LinearLayer& layer) {
   } else {
     w.weight_scale = weight_scale_of(layer, w.codes);
   }
-  if (cfg_.weight_scale == WeightScaleKind::Block) {
+  if (kernel_.config().weight_scale == WeightScaleKind::Block) {
     w.block_k = scheme_.block_k;
     w.k_phase = replicated_block_grid_ && row_parallel_ ? (K_p_ * tp_rank_) % scheme_.block_k : 0;
   }
   if (scheme_.act == ActScheme::StaticTensor && scheme_.online == OnlineQuant::None) static_input(layer, w);
-  const auto* entry = ScaledMMKernelRegistry::instance().find(kernel_name_);
-  QLM_CHECK(entry != nullptr);
-  kernel_ = entry->create(cfg_);
   if (keep_) {
     ScaledMMWeights copy = w;
     copy.codes = w.codes.clone();
     copy.weight_scale = w.weight_scale.clone();
     kept_ = std::move(copy);
   }
-  kernel_->prepare(std::move(w));
+  kernel_.prepare(std::move(w));
 }
 
 Tensor W8A8LinearMethod::apply(LinearLayer& layer, const Tensor& x, const Tensor* bias) {
-  if (!kernel_)
-    fail("quant.not_finalized", {.file = {}, .tensor = {}, .layer = layer.prefix()},
-         "call finalize() after loading every tensor", "layer {} ran forward before process_weights_after_loading",
-         layer.prefix());
-  Tensor in = x.contiguous();
-  Tensor y = allocate_linear_output(in, N_p_);
-  kernel_->run(in, y, bias);
-  return y;
+  return kernel_.run(layer, x, bias);
 }
 
 }  // namespace qlm

@@ -13,6 +13,7 @@
 #include "kernels/scaled_mm.h"
 #include "layers/linear.h"
 #include "quant/quantization_config.h"
+#include "quant/scaled_mm_layer_kernel.h"
 
 namespace qlm {
 
@@ -35,8 +36,8 @@ struct W8A8Scheme {
   FusedTensorScale fused = FusedTensorScale::RequantizeToMax;
   OnlineQuant online = OnlineQuant::None;
   std::string block_scale_name = "weight_scale";  // fp8 checkpoints: "weight_scale_inv"
-  bool channel_scale_1d = false;                   // [N] instead of compressed-tensors' [N, 1]
-  std::string describe() const;  // "fp8_e4m3 w=block(128x128) act=dynamic_token_group(128)"
+  bool channel_scale_1d = false;                  // [N] instead of compressed-tensors' [N, 1]
+  std::string describe() const;                   // "fp8_e4m3 w=block(128x128) act=dynamic_token_group(128)"
   friend bool operator==(const W8A8Scheme&, const W8A8Scheme&) = default;
 };
 
@@ -53,7 +54,7 @@ class W8A8LinearMethod final : public LinearMethod {
   bool uses_meta_device() const override { return scheme_.online != OnlineQuant::None; }
 
   const W8A8Scheme& scheme() const { return scheme_; }
-  const ScaledMMConfig& kernel_config() const { return cfg_; }
+  const ScaledMMConfig& kernel_config() const { return kernel_.config(); }
   // The standard form handed to the kernel, kept when keep_standard_form(true) (tests, converters).
   void keep_standard_form(bool keep) { keep_ = keep; }
   const std::optional<ScaledMMWeights>& standard_form() const { return kept_; }
@@ -69,9 +70,7 @@ class W8A8LinearMethod final : public LinearMethod {
   bool row_parallel_ = false;
   bool replicated_block_grid_ = false;  // block scales loaded whole (unfused layers) and sliced here
   int tp_rank_ = 0;
-  ScaledMMConfig cfg_;
-  std::string kernel_name_;
-  std::unique_ptr<ScaledMMKernel> kernel_;
+  ScaledMMLayerKernel kernel_;
   bool keep_ = false;
   std::optional<ScaledMMWeights> kept_;
 };
