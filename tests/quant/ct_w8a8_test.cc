@@ -14,34 +14,22 @@ namespace {
 constexpr int64_t kK = 128, kM = 6;
 
 std::string ct_json(const std::string& format, const std::string& weights, const std::string& inputs,
-                     const std::string& extra = "") {
+                    const std::string& extra = "") {
   return fmt::format(R"({{"quant_method": "compressed-tensors", "format": "{}", "ignore": ["lm_head"]{},
       "config_groups": {{"group_0": {{"targets": ["Linear"], "weights": {}{}}}}}}})",
                      format, extra, weights, inputs.empty() ? "" : ", \"input_activations\": " + inputs);
 }
 
 LinearSpec merged(int64_t gate, int64_t up) {
-  LinearSpec s;
-  s.kind = LinearKind::MergedColumn;
-  s.prefix = "model.layers.0.mlp.gate_up_proj";
-  s.input_size = kK;
-  s.output_sizes = {gate, up};
-  s.output_size = gate + up;
+  LinearSpec s = gate_up_spec(kK, gate, up);
   s.bias = true;
-  s.shard_prefixes = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"};
   return s;
 }
 
-LinearSpec row(int64_t N) {
-  LinearSpec s;
-  s.kind = LinearKind::Row;
-  s.prefix = "model.layers.0.mlp.down_proj";
-  s.input_size = kK;
-  s.output_size = N;
-  return s;
-}
+LinearSpec row(int64_t N) { return down_spec(kK, N); }
 
-PartTensors with_bias(std::vector<CheckpointTensors> parts, const std::vector<int64_t>& rows, std::vector<float>& bias) {
+PartTensors with_bias(std::vector<CheckpointTensors> parts, const std::vector<int64_t>& rows,
+                      std::vector<float>& bias) {
   int64_t n0 = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     std::vector<float> b(static_cast<size_t>(rows[i]));
@@ -53,11 +41,15 @@ PartTensors with_bias(std::vector<CheckpointTensors> parts, const std::vector<in
   return parts;
 }
 
-const char* kFp8Channel = R"({"num_bits": 8, "type": "float", "symmetric": true, "strategy": "channel", "dynamic": false})";
-const char* kFp8Tensor = R"({"num_bits": 8, "type": "float", "symmetric": true, "strategy": "tensor", "dynamic": false})";
+const char* kFp8Channel =
+    R"({"num_bits": 8, "type": "float", "symmetric": true, "strategy": "channel", "dynamic": false})";
+const char* kFp8Tensor =
+    R"({"num_bits": 8, "type": "float", "symmetric": true, "strategy": "tensor", "dynamic": false})";
 const char* kFp8Token = R"({"num_bits": 8, "type": "float", "symmetric": true, "strategy": "token", "dynamic": true})";
-const char* kInt8Channel = R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel", "dynamic": false})";
-const char* kInt8Tensor = R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "tensor", "dynamic": false})";
+const char* kInt8Channel =
+    R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel", "dynamic": false})";
+const char* kInt8Tensor =
+    R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "tensor", "dynamic": false})";
 
 TEST(CtW8A8, Fp8ChannelDynamicTokenMatchesReference) {
   auto cfg = make_quant_config(ct_json("float-quantized", kFp8Channel, kFp8Token));
@@ -109,8 +101,8 @@ TEST(CtW8A8, Fp8BlockWithGroupActivations) {
 
 TEST(CtW8A8, Int8DynamicTokenSymmetricAndAsymmetric) {
   for (bool sym : {true, false}) {
-    const std::string in = fmt::format(
-        R"({{"num_bits": 8, "type": "int", "symmetric": {}, "strategy": "token", "dynamic": true}})", sym);
+    const std::string in =
+        fmt::format(R"({{"num_bits": 8, "type": "int", "symmetric": {}, "strategy": "token", "dynamic": true}})", sym);
     auto cfg = make_quant_config(ct_json("int-quantized", kInt8Channel, in));
     LayerFixture f{.config = cfg.get(), .spec = merged(64, 96), .backend = "auto"};
     W8Part g = channel_part(random_nk(64, kK, 11), 64, kK, true), u = channel_part(random_nk(96, kK, 12), 96, kK, true);
@@ -127,19 +119,22 @@ TEST(CtW8A8, Int8DynamicTokenSymmetricAndAsymmetric) {
 // Static per-tensor activations with zero points that differ between the fused parts: one float
 // range covering both, re-expressed as one (scale, zero point).
 TEST(CtW8A8, Int8StaticAsymmetricFusedZeroPoints) {
-  auto cfg = make_quant_config(ct_json("int-quantized", kInt8Tensor,
-                                       R"({"num_bits": 8, "type": "int", "symmetric": false, "strategy": "tensor", "dynamic": false})"));
+  auto cfg = make_quant_config(
+      ct_json("int-quantized", kInt8Tensor,
+              R"({"num_bits": 8, "type": "int", "symmetric": false, "strategy": "tensor", "dynamic": false})"));
   LinearSpec spec = merged(64, 64);
   spec.bias = false;
   LayerFixture f{.config = cfg.get(), .spec = spec, .backend = "auto"};
-  W8Part g = int8_tensor_part(random_nk(64, kK, 14), 64, kK, 1.0f), u = int8_tensor_part(random_nk(64, kK, 15), 64, kK, 1.3f);
+  W8Part g = int8_tensor_part(random_nk(64, kK, 14), 64, kK, 1.0f),
+         u = int8_tensor_part(random_nk(64, kK, 15), 64, kK, 1.3f);
   g.tensors["input_scale"] = Tensor::from_vector(std::vector<float>{0.01f}, {1});
   g.tensors["input_zero_point"] = Tensor::from_vector(std::vector<int8_t>{-3}, {1});
   u.tensors["input_scale"] = Tensor::from_vector(std::vector<float>{0.012f}, {1});
   u.tensors["input_zero_point"] = Tensor::from_vector(std::vector<int8_t>{5}, {1});
   const std::vector<float> x = random_inputs(kM, kK, 16);
   // Independent range merge: lo = min((-128 - z) s), hi = max((127 - z) s).
-  const double lo = std::min((-128.0 + 3) * 0.01f, (-128.0 - 5) * 0.012f), hi = std::max((127.0 + 3) * 0.01f, (127.0 - 5) * 0.012f);
+  const double lo = std::min((-128.0 + 3) * 0.01f, (-128.0 - 5) * 0.012f),
+               hi = std::max((127.0 + 3) * 0.01f, (127.0 - 5) * 0.012f);
   const float s = static_cast<float>((hi - lo) / 255.0);
   const int zp = static_cast<int>(-128.0 - lo / ((hi - lo) / 255.0));
   auto layer = build_layer(f, {g.tensors, u.tensors}, {}, {}, [](LinearLayer& l) {
@@ -155,8 +150,9 @@ TEST(CtW8A8, Int8StaticAsymmetricFusedZeroPoints) {
 }
 
 TEST(CtW8A8, NaiveQuantizedAndRowParallel) {
-  auto cfg = make_quant_config(ct_json("naive-quantized", kInt8Channel,
-                                       R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "token", "dynamic": true})"));
+  auto cfg = make_quant_config(
+      ct_json("naive-quantized", kInt8Channel,
+              R"({"num_bits": 8, "type": "int", "symmetric": true, "strategy": "token", "dynamic": true})"));
   LayerFixture f{.config = cfg.get(), .spec = row(80), .backend = "auto"};
   W8Part p = channel_part(random_nk(80, kK, 17), 80, kK, true);
   const std::vector<float> x = random_inputs(kM, kK, 18);
@@ -187,11 +183,14 @@ TEST(CtW8A8, MixedConfigGroups) {
   EXPECT_EQ(d->weight_type, W8Type::Int8);
   EXPECT_FALSE(ct->w8a8_scheme_for("model.layers.0.mlp.up_proj", LayerInfo::Kind::Linear).has_value());
   EXPECT_TRUE(ct->scheme_for("model.layers.0.extra_proj", LayerInfo::Kind::Linear).has_value());
-  LayerInfo gate_up{.kind = LayerInfo::Kind::Linear, .prefix = "model.layers.0.mlp.gate_up_proj",
+  LayerInfo gate_up{.kind = LayerInfo::Kind::Linear,
+                    .prefix = "model.layers.0.mlp.gate_up_proj",
                     .shard_prefixes = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"},
                     .row_parallel = false};
   EXPECT_QLM_ERROR(cfg->get_linear_method(gate_up, {}), "config.fused_mismatch", "up_proj");
-  LayerInfo o{.kind = LayerInfo::Kind::Linear, .prefix = "model.layers.0.self_attn.o_proj", .shard_prefixes = {},
+  LayerInfo o{.kind = LayerInfo::Kind::Linear,
+              .prefix = "model.layers.0.self_attn.o_proj",
+              .shard_prefixes = {},
               .row_parallel = true};
   EXPECT_EQ(cfg->get_linear_method(o, {})->name(), "compressed-tensors");
 }
@@ -200,10 +199,11 @@ TEST(CtW8A8, UnsupportedSchemesAreNamed) {
   auto expect = [](const std::string& json, const std::string& fragment) {
     EXPECT_QLM_ERROR(make_quant_config(json), "config.unsupported_scheme", fragment);
   };
-  expect(ct_json("nvfp4-pack-quantized",
-                 R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})",
-                 R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local"})"),
-         "NVFP4 W4A4");
+  expect(
+      ct_json("nvfp4-pack-quantized",
+              R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16})",
+              R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local"})"),
+      "NVFP4 W4A4");
   expect(ct_json("mxfp4-pack-quantized", R"({"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32})",
                  R"({"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32, "dynamic": true})"),
          "MXFP4 W4A4");
@@ -216,7 +216,8 @@ TEST(CtW8A8, UnsupportedSchemesAreNamed) {
   expect(ct_json("int-quantized", R"({"num_bits": 8, "type": "int", "symmetric": false, "strategy": "channel"})",
                  R"({"num_bits": 8, "type": "int", "strategy": "token", "dynamic": true})"),
          "no weight zero point");
-  expect(ct_json("int-quantized", kInt8Channel, R"({"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": true})"),
+  expect(ct_json("int-quantized", kInt8Channel,
+                 R"({"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": true})"),
          "per token");
   expect(ct_json("naive-quantized", kInt8Channel, ""), "pack-quantized WNA16");
   expect(ct_json("float-quantized", kFp8Channel, kFp8Token,
@@ -225,8 +226,9 @@ TEST(CtW8A8, UnsupportedSchemesAreNamed) {
 }
 
 TEST(CtW8A8, KvCacheSchemeAccepted) {
-  auto cfg = make_quant_config(ct_json("float-quantized", kFp8Channel, kFp8Token,
-                                       R"(, "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false})"));
+  auto cfg = make_quant_config(
+      ct_json("float-quantized", kFp8Channel, kFp8Token,
+              R"(, "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false})"));
   EXPECT_TRUE(dynamic_cast<CompressedTensorsConfig&>(*cfg).has_kv_cache_scheme());
   EXPECT_NE(cfg->describe().find("kv_cache=fp8"), std::string::npos);
 }

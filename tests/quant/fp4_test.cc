@@ -142,26 +142,6 @@ std::string ct_fp4_json(const std::string& format, const std::string& weights, c
                      format, weights, inputs.empty() ? "" : ", \"input_activations\": " + inputs);
 }
 
-LinearSpec merged_spec(int64_t K, int64_t gate, int64_t up) {
-  LinearSpec s;
-  s.kind = LinearKind::MergedColumn;
-  s.prefix = "model.layers.0.mlp.gate_up_proj";
-  s.input_size = K;
-  s.output_sizes = {gate, up};
-  s.output_size = gate + up;
-  s.shard_prefixes = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"};
-  return s;
-}
-
-LinearSpec row_spec(int64_t K, int64_t N) {
-  LinearSpec s;
-  s.kind = LinearKind::Row;
-  s.prefix = "model.layers.0.mlp.down_proj";
-  s.input_size = K;
-  s.output_size = N;
-  return s;
-}
-
 // Every backend that takes the scheme on the CPU, TP 1 and 2: weight-only, so only the f32 accumulation (and one
 // float32 rounding of scale / global) separates the layer from the float64 reference.
 void expect_matches(const QuantizationConfig* cfg, const LinearSpec& spec, const PartTensors& parts,
@@ -180,14 +160,14 @@ TEST(Fp4Layer, Nvfp4FusedPartsWithDifferentGlobalScales) {
   constexpr int64_t K = 96;
   const Fp4Part g = nvfp4_part(random_nk(38, K, 1), 38, K, 1.0f);
   const Fp4Part u = nvfp4_part(random_nk(54, K, 2, 3.0f), 54, K, 0.37f);
-  expect_matches(cfg.get(), merged_spec(K, 38, 54), {g.tensors, u.tensors}, {&g.deq, &u.deq}, {38, 54}, 7);
+  expect_matches(cfg.get(), gate_up_spec(K, 38, 54), {g.tensors, u.tensors}, {&g.deq, &u.deq}, {38, 54}, 7);
 }
 
 TEST(Fp4Layer, Nvfp4RowParallel) {
   auto cfg = make_quant_config(ct_fp4_json("nvfp4-pack-quantized", kNvfp4));
   constexpr int64_t K = 160, N = 37;
   const Fp4Part d = nvfp4_part(random_nk(N, K, 3), N, K);
-  expect_matches(cfg.get(), row_spec(K, N), {d.tensors}, {&d.deq}, {N}, 5);
+  expect_matches(cfg.get(), down_spec(K, N), {d.tensors}, {&d.deq}, {N}, 5);
 }
 
 TEST(Fp4Layer, Mxfp4FusedAndRowParallel) {
@@ -195,15 +175,15 @@ TEST(Fp4Layer, Mxfp4FusedAndRowParallel) {
   constexpr int64_t K = 128;
   const Fp4Part g = mxfp4_part(random_nk(30, K, 4, 0.01f), 30, K);
   const Fp4Part u = mxfp4_part(random_nk(42, K, 5, 40.0f), 42, K);
-  expect_matches(cfg.get(), merged_spec(K, 30, 42), {g.tensors, u.tensors}, {&g.deq, &u.deq}, {30, 42}, 9);
+  expect_matches(cfg.get(), gate_up_spec(K, 30, 42), {g.tensors, u.tensors}, {&g.deq, &u.deq}, {30, 42}, 9);
   const Fp4Part d = mxfp4_part(random_nk(33, K, 6), 33, K);
-  expect_matches(cfg.get(), row_spec(K, 33), {d.tensors}, {&d.deq}, {33}, 1);
+  expect_matches(cfg.get(), down_spec(K, 33), {d.tensors}, {&d.deq}, {33}, 1);
 }
 
 TEST(Fp4Layer, DescribesTheSchemeAndKernel) {
   auto cfg = make_quant_config(ct_fp4_json("nvfp4-pack-quantized", kNvfp4));
   const Fp4Part d = nvfp4_part(random_nk(16, 32, 7), 16, 32);
-  LayerFixture f{.config = cfg.get(), .spec = row_spec(32, 16), .backend = "cpu_ref"};
+  LayerFixture f{.config = cfg.get(), .spec = down_spec(32, 16), .backend = "cpu_ref"};
   auto layer = build_layer(f, {d.tensors}, {});
   EXPECT_EQ(layer->method().describe(), "compressed-tensors nvfp4 e2m1 g16 (e4m3 scales, global scale) [cpu_ref]");
   EXPECT_NE(cfg->describe().find("nvfp4-pack-quantized nvfp4 e2m1 g16"), std::string::npos) << cfg->describe();
@@ -213,7 +193,7 @@ TEST(Fp4Layer, DescribesTheSchemeAndKernel) {
 
 TEST(Fp4Errors, CorruptScalesNameTheBlock) {
   auto nv = make_quant_config(ct_fp4_json("nvfp4-pack-quantized", kNvfp4));
-  LayerFixture f{.config = nv.get(), .spec = row_spec(32, 8), .backend = "auto"};
+  LayerFixture f{.config = nv.get(), .spec = down_spec(32, 8), .backend = "auto"};
   auto with_scale_code = [](Fp4Part p, int64_t i, uint8_t code) {
     p.tensors["weight_scale"] = p.tensors["weight_scale"].clone();
     p.tensors["weight_scale"].data<uint8_t>()[i] = code;
@@ -231,7 +211,7 @@ TEST(Fp4Errors, CorruptScalesNameTheBlock) {
   EXPECT_NO_THROW(build_layer(f, {with_scale_code(ok, 0, 0x00).tensors}, {}));
 
   auto mx = make_quant_config(ct_fp4_json("mxfp4-pack-quantized", kMxfp4));
-  LayerFixture fm{.config = mx.get(), .spec = row_spec(64, 4), .backend = "auto"};
+  LayerFixture fm{.config = mx.get(), .spec = down_spec(64, 4), .backend = "auto"};
   const Fp4Part mok = mxfp4_part(random_nk(4, 64, 9), 4, 64);
   EXPECT_QLM_ERROR(build_layer(fm, {with_scale_code(mok, 7, 0xFF).tensors}, {}), "weights.scale", "block [3, 1]");
   EXPECT_QLM_ERROR(build_layer(fm, {with_scale_code(mok, 2, 0xFE).tensors}, {}), "weights.scale", "overflows");
@@ -241,11 +221,11 @@ TEST(Fp4Errors, CorruptScalesNameTheBlock) {
 TEST(Fp4Errors, ShapesDtypesAndPartitions) {
   auto nv = make_quant_config(ct_fp4_json("nvfp4-pack-quantized", kNvfp4));
   // K not a multiple of the group: named before any tensor is read.
-  EXPECT_QLM_ERROR(LinearLayer(row_spec(40, 8), nv.get(), {}, {}), "weights.shape", "K = 40");
+  EXPECT_QLM_ERROR(LinearLayer(down_spec(40, 8), nv.get(), {}, {}), "weights.shape", "K = 40");
   // K = 48 splits into 24 columns a rank at TP 2, not a multiple of 16.
-  EXPECT_QLM_ERROR(LinearLayer(row_spec(48, 8), nv.get(), {}, TpContext{.rank = 0, .size = 2, .comm = nullptr}),
+  EXPECT_QLM_ERROR(LinearLayer(down_spec(48, 8), nv.get(), {}, TpContext{.rank = 0, .size = 2, .comm = nullptr}),
                    "quant.partition", "K_p = 24");
-  LayerFixture f{.config = nv.get(), .spec = row_spec(32, 8), .backend = "auto"};
+  LayerFixture f{.config = nv.get(), .spec = down_spec(32, 8), .backend = "auto"};
   Fp4Part p = nvfp4_part(random_nk(8, 32, 10), 8, 32);
   Fp4Part f32_scale = p;
   f32_scale.tensors["weight_scale"] = p.tensors["weight_scale"].to(DType::F32);

@@ -28,16 +28,7 @@ LinearSpec qkv_spec() {
   return s;
 }
 
-LinearSpec merged_spec(int64_t gate, int64_t up, int64_t K = kK) {
-  LinearSpec s;
-  s.kind = LinearKind::MergedColumn;
-  s.prefix = "model.layers.0.mlp.gate_up_proj";
-  s.input_size = K;
-  s.output_sizes = {gate, up};
-  s.output_size = gate + up;
-  s.shard_prefixes = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"};
-  return s;
-}
+LinearSpec merged_spec(int64_t gate, int64_t up, int64_t K = kK) { return gate_up_spec(K, gate, up); }
 
 LinearSpec plain_spec(LinearKind kind, int64_t N, int64_t K) {
   LinearSpec s;
@@ -90,9 +81,8 @@ TEST(Fp8Format, FusedPerTensorScalesAreRequantizedToTheirMax) {
         req[i].push_back(double(e4m3_to_f32(q)) * m);
       }
     }
-    auto layer = build_layer(f, pt, {}, {}, [](LinearLayer& l) {
-      dynamic_cast<W8A8LinearMethod&>(l.method()).keep_standard_form(true);
-    });
+    auto layer = build_layer(
+        f, pt, {}, {}, [](LinearLayer& l) { dynamic_cast<W8A8LinearMethod&>(l.method()).keep_standard_form(true); });
     const auto& sf = dynamic_cast<W8A8LinearMethod&>(layer->method()).standard_form();
     ASSERT_TRUE(sf.has_value());
     ASSERT_EQ(sf->weight_scale.numel(), 1);
@@ -134,8 +124,7 @@ TEST(Fp8Format, BlockScalesWithUnalignedPartsAndShards) {
     LayerFixture f{.config = cfg64.get(), .spec = plain_spec(kind, 96, 96), .backend = "auto"};
     W8Part p = fp8_block_part(random_nk(96, 96, 23), 96, 96, 64, 64);
     const std::vector<float> y1 = run_layer_tp(f, {p.tensors}, x, kM, 1);
-    const std::vector<double> ref =
-        ref_output(ref_acts(x, kM, 96, RefAct::Fp8Group, 0, 0, 64), kM, 96, {&p.deq}, {96});
+    const std::vector<double> ref = ref_output(ref_acts(x, kM, 96, RefAct::Fp8Group, 0, 0, 64), kM, 96, {&p.deq}, {96});
     EXPECT_LE(rel_mean_error(y1, ref), 1e-3) << linear_kind_name(kind);
     const std::vector<float> y2 = run_layer_tp(f, {p.tensors}, x, kM, 2);
     // Row-parallel ranks quantize their own activation groups (a group straddles the split).
@@ -146,16 +135,22 @@ TEST(Fp8Format, BlockScalesWithUnalignedPartsAndShards) {
 TEST(Fp8Format, IgnoredLayersStayUnquantized) {
   auto cfg = make_quant_config(R"({"quant_method": "fp8", "activation_scheme": "dynamic",
                                    "ignored_layers": ["model.layers.0.mlp.down_proj"]})");
-  LayerInfo down{.kind = LayerInfo::Kind::Linear, .prefix = "model.layers.0.mlp.down_proj", .shard_prefixes = {},
+  LayerInfo down{.kind = LayerInfo::Kind::Linear,
+                 .prefix = "model.layers.0.mlp.down_proj",
+                 .shard_prefixes = {},
                  .row_parallel = true};
   EXPECT_EQ(cfg->get_linear_method(down, {})->name(), "unquantized");
-  LayerInfo up{.kind = LayerInfo::Kind::Linear, .prefix = "model.layers.0.mlp.up_proj", .shard_prefixes = {},
+  LayerInfo up{.kind = LayerInfo::Kind::Linear,
+               .prefix = "model.layers.0.mlp.up_proj",
+               .shard_prefixes = {},
                .row_parallel = false};
   EXPECT_EQ(cfg->get_linear_method(up, {})->name(), "fp8");
   auto cfg2 = make_quant_config(R"({"quant_method": "fp8", "activation_scheme": "dynamic",
                                     "modules_to_not_convert": ["model.layers.0.self_attn.k_proj"]})");
-  LayerInfo qkv{.kind = LayerInfo::Kind::Linear, .prefix = "model.layers.0.self_attn.qkv_proj",
-                .shard_prefixes = qkv_spec().shard_prefixes, .row_parallel = false};
+  LayerInfo qkv{.kind = LayerInfo::Kind::Linear,
+                .prefix = "model.layers.0.self_attn.qkv_proj",
+                .shard_prefixes = qkv_spec().shard_prefixes,
+                .row_parallel = false};
   EXPECT_QLM_ERROR(cfg2->get_linear_method(qkv, {}), "config.fused_mismatch", "k_proj");
   LayerInfo head{.kind = LayerInfo::Kind::LmHead, .prefix = "lm_head", .shard_prefixes = {}, .row_parallel = false};
   EXPECT_EQ(cfg->get_linear_method(head, {})->name(), "unquantized");
@@ -213,7 +208,8 @@ TEST(Fp8Format, BadValuesGiveSpecificErrors) {
   t = good();
   EXPECT_QLM_ERROR(build_layer(f, {t}, {}, {"input_scale"}), "loader.incomplete", "input_scale");
   // Block grid with a NaN.
-  auto bcfg = make_quant_config(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [16, 16]})");
+  auto bcfg =
+      make_quant_config(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [16, 16]})");
   LayerFixture bf{.config = bcfg.get(), .spec = plain_spec(LinearKind::Column, 32, 64), .backend = "auto"};
   W8Part bp = fp8_block_part(random_nk(32, 64, 6), 32, 64, 16, 16);
   Tensor s = bp.tensors["weight_scale_inv"].clone();

@@ -9,9 +9,30 @@
 
 #include "core/float_convert.h"
 #include "core/tensor.h"
+#include "layers/linear.h"
 #include "support/quantize_ref.h"
 
 namespace qlm::testing {
+
+// Layer 0's gate|up merged column-parallel projection (no bias) and its row-parallel down projection.
+inline LinearSpec gate_up_spec(int64_t K, int64_t gate, int64_t up) {
+  LinearSpec s;
+  s.kind = LinearKind::MergedColumn;
+  s.prefix = "model.layers.0.mlp.gate_up_proj";
+  s.input_size = K;
+  s.output_sizes = {gate, up};
+  s.output_size = gate + up;
+  s.shard_prefixes = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"};
+  return s;
+}
+inline LinearSpec down_spec(int64_t K, int64_t N) {
+  LinearSpec s;
+  s.kind = LinearKind::Row;
+  s.prefix = "model.layers.0.mlp.down_proj";
+  s.input_size = K;
+  s.output_size = N;
+  return s;
+}
 
 // One quantized part [N, K] (nn.Linear layout): checkpoint tensors and the dequantized weight.
 struct W8Part {
@@ -115,8 +136,8 @@ inline W8Part int8_tensor_part(const std::vector<float>& w, int64_t N, int64_t K
 // Activation fake-quantization of the reference (FORMATS.md §6 formulas, in double where possible).
 enum class RefAct { None, Fp8Token, Fp8Static, Fp8Group, Int8Token, Int8TokenAsym, Int8Static };
 
-inline std::vector<double> ref_acts(const std::vector<float>& x, int64_t M, int64_t K, RefAct a,
-                                    float static_scale = 0, int static_zp = 0, int64_t group = 0) {
+inline std::vector<double> ref_acts(const std::vector<float>& x, int64_t M, int64_t K, RefAct a, float static_scale = 0,
+                                    int static_zp = 0, int64_t group = 0) {
   std::vector<double> out(x.size());
   for (int64_t m = 0; m < M; ++m) {
     const float* r = x.data() + m * K;
