@@ -41,7 +41,7 @@ std::string Fp4LinearMethod::describe() const {
 }
 
 void Fp4LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
-                                     const std::vector<int64_t>& output_partition_sizes, int64_t K, int64_t N,
+                                     const std::vector<int64_t>& output_partition_sizes, int64_t K, int64_t /*N*/,
                                      DType /*params_dtype*/) {
   const int64_t g = scheme_.group_size;
   const std::string& name = layer.prefix();
@@ -58,7 +58,6 @@ void Fp4LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
   K_p_ = K_p;
   parts_ = output_partition_sizes;
   N_p_ = std::accumulate(parts_.begin(), parts_.end(), int64_t{0});
-  (void)N;
 
   Parameter packed("weight_packed", ParamKind::PackedWeight, {N_p_, K_p / 2}, DType::U8);
   packed.input_dim = 1;
@@ -75,7 +74,6 @@ void Fp4LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
     layer.add_param(
         Parameter("weight_global_scale", ParamKind::PerTensorScale, {static_cast<int64_t>(parts_.size())}, DType::F32));
 
-  const QuantContext& ctx = layer.quant_context();
   ScaledMMConfig cfg;
   cfg.K_p = K_p;
   cfg.N_p = N_p_;
@@ -84,9 +82,6 @@ void Fp4LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
   cfg.block_n = 1;
   cfg.block_k = g;
   cfg.act = ActScheme::None;
-  cfg.act_dtype = ctx.act_dtype;
-  cfg.device = ctx.device;
-  cfg.capability = ctx.capability;
   kernel_.choose(layer, cfg, format_, "fp4 weight-only linear");
 }
 

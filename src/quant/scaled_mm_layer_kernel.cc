@@ -6,6 +6,9 @@ void ScaledMMLayerKernel::choose(LinearLayer& layer, const ScaledMMConfig& cfg, 
                                  const char* what) {
   const QuantContext& ctx = layer.quant_context();
   cfg_ = cfg;
+  cfg_.act_dtype = ctx.act_dtype;
+  cfg_.device = ctx.device;
+  cfg_.capability = ctx.capability;
   auto [entry, selection] = ScaledMMKernelRegistry::instance().select(
       cfg_, ctx.device.type, ctx.kernels.backend_for(format), what, layer.prefix());
   layer.kernel_selection = selection;

@@ -13,8 +13,9 @@ namespace qlm {
 
 class ScaledMMLayerKernel {
  public:
-  // Chooses the kernel for `cfg` among those the context's --linear-backend allows for `format` (records
-  // layer.kernel_selection; `what` names the layer kind in errors).
+  // Chooses the kernel for `cfg` (its numerics and shapes; act_dtype, device and capability come from the layer's
+  // context) among those the context's --linear-backend allows for `format` (records layer.kernel_selection;
+  // `what` names the layer kind in errors).
   void choose(LinearLayer& layer, const ScaledMMConfig& cfg, const std::string& format, const char* what);
   // Builds the chosen kernel and hands it the weights.
   void prepare(ScaledMMWeights weights);

@@ -137,7 +137,6 @@ void W8A8LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
     }
   }
 
-  const QuantContext& ctx = layer.quant_context();
   ScaledMMConfig cfg;
   cfg.K_p = K_p;
   cfg.N_p = N_p_;
@@ -150,9 +149,6 @@ void W8A8LinearMethod::create_weights(LinearLayer& layer, int64_t K_p,
   cfg.act = s.act;
   cfg.act_group = s.act == ActScheme::DynamicTokenGroup ? s.block_k : 0;
   cfg.act_symmetric = s.act_symmetric;
-  cfg.act_dtype = ctx.act_dtype;
-  cfg.device = ctx.device;
-  cfg.capability = ctx.capability;
   kernel_.choose(layer, cfg, format_, "scaled-mm linear");
 }
 

@@ -10,10 +10,10 @@
 namespace qlm {
 namespace {
 
-constexpr const char* kKnownFormats[] = {"dense",           "sparse-bitmask",   "sparse-24-bitmask",
-                                         "int-quantized",   "float-quantized",  "naive-quantized",
-                                         "pack-quantized",  "marlin-24",        "mixed-precision",
-                                         "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
+constexpr const char* kKnownFormats[] = {
+    "dense",           "sparse-bitmask",       "sparse-24-bitmask",   "int-quantized",
+    "float-quantized", "naive-quantized",      "pack-quantized",      "marlin-24",
+    "mixed-precision", "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
 
 [[noreturn]] void unsupported(const io::JsonView& where, const std::string& what) {
   fail("config.unsupported_scheme", {.file = where.source(), .tensor = {}, .layer = {}},
@@ -51,7 +51,8 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
     if (a.type != ct::QuantType::Float || a.num_bits != 8 || !a.symmetric ||
         (a.strategy != ct::Strategy::Tensor && a.strategy != ct::Strategy::AttnHead))
       unsupported(cfg, fmt::format("kv_cache_scheme {} (the KV cache takes symmetric float8 per tensor or per "
-                                   "attention head)", a.describe()));
+                                   "attention head)",
+                                   a.describe()));
     c->kv_cache_scheme_ = true;
   }
 
@@ -78,7 +79,7 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
     std::string fp4_why;
     if (std::optional<Fp4Scheme> fp4 = ct::fp4_weight_only_scheme(format, weights, inputs, outputs, &fp4_why)) {
       grp.weights = *weights;
-      grp.fp4 = *fp4;
+      grp.scheme.fp4 = *fp4;
       grp.format = format;
       c->groups_.push_back(std::move(grp));
       continue;
@@ -89,9 +90,10 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
     if (format != "pack-quantized" && ct::is_activation_format(format) && weights && !outputs) {
       std::string why;
       std::optional<W8A8Scheme> w8 = ct::w8a8_scheme(format, *weights, inputs, &why);
-      if (!w8) unsupported(g, fmt::format("the scheme {} (no compressed-tensors compatible scheme: {})", scheme_desc, why));
+      if (!w8)
+        unsupported(g, fmt::format("the scheme {} (no compressed-tensors compatible scheme: {})", scheme_desc, why));
       grp.weights = *weights;
-      grp.w8a8 = std::move(w8);
+      grp.scheme.w8a8 = std::move(w8);
       grp.format = format;
       c->groups_.push_back(std::move(grp));
       continue;
@@ -107,10 +109,10 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
       unsupported(g, "the scheme " + scheme_desc + " (weights must be statically quantized)");
     grp.weights = wa;
     grp.format = format;
-    grp.scheme = WNA16Scheme{.bits = wa.num_bits,
-                             .symmetric = wa.symmetric,
-                             .group_size = wa.strategy == ct::Strategy::Channel ? -1 : *wa.group_size,
-                             .act_order = wa.actorder == ct::ActOrder::Group};
+    grp.scheme.wna16 = WNA16Scheme{.bits = wa.num_bits,
+                                   .symmetric = wa.symmetric,
+                                   .group_size = wa.strategy == ct::Strategy::Channel ? -1 : *wa.group_size,
+                                   .act_order = wa.actorder == ct::ActOrder::Group};
     c->groups_.push_back(std::move(grp));
   }
   c->ignore_ = PatternList(cfg.opt_string_list("ignore").value_or(std::vector<std::string>{}),
@@ -118,22 +120,22 @@ std::unique_ptr<CompressedTensorsConfig> CompressedTensorsConfig::from_json(cons
   return c;
 }
 
+std::string CompressedTensorsConfig::Scheme::describe() const {
+  if (fp4) return fp4->describe();
+  return w8a8 ? w8a8->describe() : wna16->describe();
+}
+
 std::optional<CompressedTensorsConfig::Scheme> CompressedTensorsConfig::resolve(const std::string& module,
-                                                                                 LayerInfo::Kind kind) const {
-  auto of = [](const Group& g) {
-    if (g.fp4) return Scheme{.wna16 = std::nullopt, .w8a8 = std::nullopt, .fp4 = g.fp4};
-    if (g.w8a8) return Scheme{.wna16 = std::nullopt, .w8a8 = g.w8a8, .fp4 = std::nullopt};
-    return Scheme{.wna16 = g.scheme, .w8a8 = std::nullopt, .fp4 = std::nullopt};
-  };
+                                                                                LayerInfo::Kind kind) const {
   if (ignore_.matches(module)) return std::nullopt;
   for (const Group& g : groups_)
-    if (g.targets.first_match(module)) return of(g);
+    if (g.targets.first_match(module)) return g.scheme;
   if (kind == LayerInfo::Kind::Linear)
     for (const Group& g : groups_)
       for (bool is_class : g.class_target)
         if (is_class) {
           linear_class_used_.store(true, std::memory_order_relaxed);
-          return of(g);
+          return g.scheme;
         }
   return std::nullopt;
 }
@@ -149,7 +151,8 @@ std::optional<W8A8Scheme> CompressedTensorsConfig::w8a8_scheme_for(const std::st
   return s ? s->w8a8 : std::nullopt;
 }
 
-std::unique_ptr<KVCacheMethod> CompressedTensorsConfig::get_kv_cache_method(const LayerInfo& layer, const QuantContext&) const {
+std::unique_ptr<KVCacheMethod> CompressedTensorsConfig::get_kv_cache_method(const LayerInfo& layer,
+                                                                            const QuantContext&) const {
   if (!kv_cache_scheme_ || layer.kind != LayerInfo::Kind::Attention) return nullptr;
   return std::make_unique<KVCacheQuantMethod>(layer.prefix, KVCacheDType::Fp8E4M3);
 }
@@ -162,9 +165,7 @@ std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const L
     return resolve(n, layer.kind);
   };
   std::function<std::string(const std::optional<Scheme>&)> describe = [](const std::optional<Scheme>& s) {
-    if (!s) return std::string("unquantized (ignored or not targeted)");
-    if (s->fp4) return s->fp4->describe();
-    return s->w8a8 ? s->w8a8->describe() : s->wna16->describe();
+    return s ? s->describe() : std::string("unquantized (ignored or not targeted)");
   };
   std::optional<Scheme> scheme = resolve_fused_scheme(layer, resolve_one, describe);
   if (!scheme) return make_unquantized_linear_method();
@@ -176,10 +177,7 @@ std::unique_ptr<LinearMethod> CompressedTensorsConfig::get_linear_method(const L
 std::string CompressedTensorsConfig::describe() const {
   std::string s = "compressed-tensors";
   for (const Group& g : groups_)
-    s += fmt::format(" {}: {} {}", g.name, g.format,
-                     g.fp4    ? g.fp4->describe()
-                     : g.w8a8 ? g.w8a8->describe()
-                              : g.weights.describe());
+    s += fmt::format(" {}: {} {}", g.name, g.format, g.scheme.wna16 ? g.weights.describe() : g.scheme.describe());
   if (kv_cache_scheme_) s += " kv_cache=fp8";
   if (!ignore_.empty()) s += fmt::format(" ignore={}", ignore_.size());
   return s;

@@ -28,7 +28,8 @@ class CompressedTensorsConfig final : public QuantizationConfig {
   std::vector<DType> supported_act_dtypes() const override { return {DType::F32, DType::F16, DType::BF16}; }
   int min_capability() const override { return 75; }
   std::unique_ptr<LinearMethod> get_linear_method(const LayerInfo& layer, const QuantContext& ctx) const override;
-  // The k/v scales of every attention layer (quant/kv_cache): compressed-tensors kv_cache_scheme (per tensor or attn_head).
+  // The k/v scales of every attention layer (quant/kv_cache): compressed-tensors kv_cache_scheme (per tensor or
+  // attn_head).
   std::unique_ptr<KVCacheMethod> get_kv_cache_method(const LayerInfo& layer, const QuantContext& ctx) const override;
   std::string describe() const override;
   std::vector<std::string> unmatched_ignore_patterns() const override;
@@ -46,6 +47,7 @@ class CompressedTensorsConfig final : public QuantizationConfig {
     std::optional<WNA16Scheme> wna16;
     std::optional<W8A8Scheme> w8a8;
     std::optional<Fp4Scheme> fp4;
+    std::string describe() const;  // the set scheme's
     friend bool operator==(const Scheme&, const Scheme&) = default;
   };
 
@@ -55,9 +57,7 @@ class CompressedTensorsConfig final : public QuantizationConfig {
     PatternList targets;  // exact / re: names; class-name targets ("Linear") are matched separately
     std::vector<bool> class_target;
     ct::QuantArgs weights;
-    WNA16Scheme scheme;
-    std::optional<W8A8Scheme> w8a8;  // set for 8-bit groups (then `scheme` is unused)
-    std::optional<Fp4Scheme> fp4;    // set for float4 weight-only groups (likewise)
+    Scheme scheme;
     std::string format;
   };
   std::optional<Scheme> resolve(const std::string& module, LayerInfo::Kind kind) const;
